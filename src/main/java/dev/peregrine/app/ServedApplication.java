@@ -1,0 +1,15 @@
+package dev.peregrine.app;
+
+import dev.peregrine.http.Application;
+
+/** An application adapter (ASGI or WSGI) with the life cycle the server drives. */
+public interface ServedApplication extends Application {
+    /** With the GIL held, after {@code peregrine._native} is published: import what the adapter needs. */
+    void prepare();
+
+    /** Starts the Python thread(s); returns once requests can be served, with a word for the startup line. */
+    String start();
+
+    /** After the last request: stops the Python thread(s) (ASGI runs its lifespan shutdown). */
+    void stop(long timeoutMillis) throws InterruptedException;
+}

@@ -1,0 +1,203 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.app.ServedApplication;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonException;
+import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.python.PythonRaise;
+import org.jboss.logging.Logger;
+
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * Serves an ASGI 3 application: owns the Python thread and its asyncio loop, hands it requests
+ * through {@link LoopWakeup}, and implements the {@code peregrine._native.asgi_*} functions the
+ * loop calls back with. Everything touching Python objects runs on the Python thread.
+ */
+public final class AsgiApplication implements ServedApplication {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+
+    private final MemorySegment app;
+    private final boolean uvloop;
+    private final boolean lifespan;
+    private final LoopWakeup wakeup = new LoopWakeup();
+    private final RequestTable requests = new RequestTable();
+    private final CompletableFuture<String> ready = new CompletableFuture<>();
+    private final String rootPath;
+    private Thread thread;
+
+    // Set on the Python thread once the glue is imported.
+    private MemorySegment glueStart;
+    private MemorySegment glueResolve;
+    private MemorySegment glueStop;
+    private MemorySegment glueRun;
+    private MemorySegment createFuture;
+    private ScopeBuilder scopes;
+    private AsgiMessages messages;
+
+    /** Called with the GIL held: {@code app} is a new reference that this object keeps. */
+    public AsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, boolean uvloop, boolean lifespan) {
+        this.app = app;
+        this.rootPath = rootPath;
+        this.uvloop = uvloop;
+        this.lifespan = lifespan;
+        interpreter.define("asgi_wake", args -> {
+            wakeup.drain(this::runTask);
+            return null;
+        });
+        interpreter.define("asgi_receive", args -> request(args.get(0)).receive());
+        interpreter.define("asgi_send", args -> request(args.get(0)).send(args.get(1)));
+        interpreter.define("asgi_done", args -> {
+            MemorySegment error = args.get(1);
+            AsgiRequest request = requests.remove(Py.toLong(args.get(0)));
+            if (request != null) request.done(Py.isNone(error) ? null : Py.toJavaString(error));
+            return null;
+        });
+        interpreter.define("asgi_ready", args -> {
+            MemorySegment state = args.get(0), error = args.get(2);
+            if (!Py.isNone(state)) scopes.useState(state);
+            if (Py.isNone(error)) ready.complete(Py.toJavaString(args.get(1)));
+            else ready.completeExceptionally(new IllegalStateException(Py.toJavaString(error)));
+            return null;
+        });
+    }
+
+    /** Imports the glue; with the GIL held, after the native module is published. */
+    @Override
+    public void prepare() {
+        MemorySegment glue = Py.importModule("peregrine._asgi");
+        glueStart = Py.getAttr(glue, "start");
+        glueResolve = Py.getAttr(glue, "resolve");
+        glueStop = Py.getAttr(glue, "stop");
+        glueRun = Py.getAttr(glue, "run");
+        Py.decRef(glue);
+        MemorySegment asyncio = Py.importModule("asyncio");
+        Py.decRef(asyncio);
+        scopes = new ScopeBuilder(rootPath);
+        messages = new AsgiMessages();
+    }
+
+    /**
+     * Starts the Python thread: lifespan startup, then the loop. Returns once the application is
+     * ready to serve (the event loop's name), or throws with the reason it cannot.
+     */
+    @Override
+    public String start() {
+        thread = new Thread(null, this::pythonMain, "python", 16L << 20);
+        thread.start();
+        try {
+            return ready.join();
+        } catch (java.util.concurrent.CompletionException e) {
+            throw new IllegalStateException(e.getCause().getMessage(), e.getCause());
+        }
+    }
+
+    private void pythonMain() {
+        int gil = PythonInterpreter.acquire();
+        try {
+            MemorySegment fd = Py.integer(wakeup.fd());
+            MemorySegment useUvloop = Py.bool(uvloop);
+            MemorySegment useLifespan = Py.bool(lifespan);
+            MemorySegment loopFn = glueRun;
+            MemorySegment result = Py.callRaw(loopFn, app, fd, useUvloop, useLifespan);
+            if (result.address() == 0) {
+                PythonException e = PythonException.fetch();
+                LOG.error("The ASGI event loop failed:\n" + e.traceback());
+                ready.completeExceptionally(new IllegalStateException(e.getMessage()));
+            } else {
+                Py.decRef(result);
+            }
+            Py.decRef(fd);
+            Py.decRef(useUvloop);
+            Py.decRef(useLifespan);
+            ready.completeExceptionally(new IllegalStateException("the ASGI event loop ended before serving"));
+        } finally {
+            PythonInterpreter.release(gil);
+        }
+    }
+
+    /** Stops the loop once in-flight requests are done; runs lifespan shutdown; waits for the thread. */
+    @Override
+    public void stop(long timeoutMillis) throws InterruptedException {
+        wakeup.post(() -> Py.callVoid(glueStop));
+        if (thread != null) thread.join(timeoutMillis);
+    }
+
+    private void runTask(Runnable task) {
+        try {
+            task.run();
+        } catch (PythonException e) {
+            LOG.error("Error in the ASGI bridge: " + e.traceback());
+        } catch (RuntimeException e) {
+            LOG.error("Error in the ASGI bridge", e);
+        }
+    }
+
+    private AsgiRequest request(MemorySegment cid) {
+        AsgiRequest request = requests.get(Py.toLong(cid));
+        if (request == null) throw new PythonRaise(Py.ExcRuntimeError, "this ASGI request has already ended");
+        return request;
+    }
+
+    // ---- called on I/O threads ----
+
+    @Override
+    public void dispatch(HttpExchange exchange) {
+        AsgiRequest request = new AsgiRequest(this, exchange);
+        exchange.receiveBody(request);
+        wakeup.post(() -> begin(request));
+    }
+
+    void post(Runnable task) {
+        wakeup.post(task);
+    }
+
+    // ---- on the Python thread ----
+
+    private void begin(AsgiRequest request) {
+        long cid = requests.add(request);
+        MemorySegment scope = scopes.build(request.exchange());
+        MemorySegment id = Py.integer(cid);
+        MemorySegment result = Py.callRaw(glueStart, scope, id);
+        Py.decRef(id);
+        Py.decRef(scope);
+        if (result.address() == 0) {
+            PythonException e = PythonException.fetch();
+            requests.remove(cid);
+            request.done(e.traceback());
+        } else {
+            Py.decRef(result);
+        }
+    }
+
+    MemorySegment newFuture() {
+        if (createFuture == null) {
+            MemorySegment asyncio = Py.importModule("asyncio");
+            MemorySegment getLoop = Py.getAttr(asyncio, "get_running_loop");
+            MemorySegment loop = Py.call(getLoop);
+            createFuture = Py.getAttr(loop, "create_future");
+            Py.decRef(loop);
+            Py.decRef(getLoop);
+            Py.decRef(asyncio);
+        }
+        return Py.call(createFuture);
+    }
+
+    /** Completes a future handed to the application earlier; steals our reference to it and to value. */
+    void resolve(MemorySegment future, MemorySegment value) {
+        MemorySegment result = Py.callRaw(glueResolve, future, value);
+        Py.decRef(future);
+        Py.decRef(value);
+        if (result.address() == 0) {
+            LOG.error("Could not resume an ASGI request: " + PythonException.fetch().getMessage());
+        } else {
+            Py.decRef(result);
+        }
+    }
+
+    AsgiMessages messages() {
+        return messages;
+    }
+}

@@ -1,0 +1,43 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.python.Py;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+
+/** The strings of ASGI messages, made once: dictionary keys, message types, and the messages we build. */
+final class AsgiMessages {
+    final MemorySegment type = Py.internedStr("type");
+    final MemorySegment body = Py.internedStr("body");
+    final MemorySegment moreBody = Py.internedStr("more_body");
+    final MemorySegment status = Py.internedStr("status");
+    final MemorySegment headers = Py.internedStr("headers");
+    final MemorySegment httpRequest = Py.internedStr("http.request");
+    final MemorySegment httpDisconnect = Py.internedStr("http.disconnect");
+    final MemorySegment emptyBytes = Py.bytes(new byte[0]);
+
+    private static final Arena CONSTANTS = Arena.global();
+    static final MemorySegment RESPONSE_START = CONSTANTS.allocateFrom("http.response.start", StandardCharsets.US_ASCII).asSlice(0, 19);
+    static final MemorySegment RESPONSE_BODY = CONSTANTS.allocateFrom("http.response.body", StandardCharsets.US_ASCII).asSlice(0, 18);
+
+    /** Whether a str's UTF-8 contents equal a constant. */
+    static boolean is(MemorySegment text, MemorySegment constant) {
+        return text.byteSize() == constant.byteSize() && MemorySegment.mismatch(text, 0, text.byteSize(), constant, 0, constant.byteSize()) == -1;
+    }
+
+    /** {"type": "http.request", "body": body, "more_body": more}; steals body. */
+    MemorySegment request(MemorySegment bodyBytes, boolean more) {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, httpRequest);
+        Py.dictSetSteal(message, body, bodyBytes);
+        Py.dictSet(message, moreBody, more ? Py.True : Py.False);
+        return message;
+    }
+
+    MemorySegment disconnect() {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, httpDisconnect);
+        return message;
+    }
+}

@@ -1,0 +1,261 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.python.NativeBuffers;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonRaise;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
+import org.jboss.logging.Logger;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+
+/**
+ * One ASGI HTTP request: the body pieces the application has not received yet, the futures it waits
+ * on, and the response it is sending. The {@link BodyReceiver} methods run on the I/O thread and only
+ * post; everything else runs on the Python thread.
+ */
+final class AsgiRequest implements BodyReceiver {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+
+    private final AsgiApplication owner;
+    private final HttpExchange exchange;
+    private final ArrayDeque<ByteBuf> body = new ArrayDeque<>(2);
+    private boolean bodyEnded;
+    private boolean finalBodyReceived;
+    private boolean disconnected;
+    private boolean demanding;
+    private MemorySegment receiveWaiter;
+    private MemorySegment sendWaiter;
+    private ResponseHead pendingHead;
+    private boolean started;
+    private boolean complete;
+    private boolean ended;
+
+    AsgiRequest(AsgiApplication owner, HttpExchange exchange) {
+        this.owner = owner;
+        this.exchange = exchange;
+    }
+
+    HttpExchange exchange() { return exchange; }
+
+    // ---- I/O thread ----
+
+    @Override
+    public void onBody(ByteBuf data) {
+        owner.post(() -> {
+            if (ended) {
+                data.release();
+                return;
+            }
+            demanding = false;
+            body.add(data);
+            wakeReceiver();
+        });
+    }
+
+    @Override
+    public void onBodyEnd() {
+        owner.post(() -> {
+            demanding = false;
+            bodyEnded = true;
+            wakeReceiver();
+        });
+    }
+
+    @Override
+    public void onDisconnect() {
+        owner.post(() -> {
+            disconnected = true;
+            wakeReceiver();
+            wakeSender();
+        });
+    }
+
+    // ---- Python thread ----
+
+    /** {@code receive()}: the next message at once when there is one, else a future for it. */
+    MemorySegment receive() {
+        MemorySegment message = nextMessage();
+        if (message != null) return message;
+        if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
+        if (!bodyEnded && !demanding) {
+            demanding = true;
+            exchange.demand();
+        }
+        receiveWaiter = owner.newFuture();
+        return Py.newRef(receiveWaiter);
+    }
+
+    /** The message receive() should answer now, or null when it must wait. */
+    private MemorySegment nextMessage() {
+        AsgiMessages m = owner.messages();
+        ByteBuf piece = body.poll();
+        if (piece != null) {
+            MemorySegment bytes;
+            try {
+                bytes = NativeBuffers.toBytes(piece);
+            } finally {
+                piece.release();
+            }
+            boolean last = bodyEnded && body.isEmpty();
+            if (last) finalBodyReceived = true;
+            return m.request(bytes, !last);
+        }
+        if (bodyEnded && !finalBodyReceived) {
+            finalBodyReceived = true;
+            return m.request(Py.newRef(m.emptyBytes), false);
+        }
+        // Once the response is complete the request is over: a task waiting on it would only hold the connection.
+        if (disconnected || complete || exchange.disconnected()) return m.disconnect();
+        return null;
+    }
+
+    private void wakeReceiver() {
+        if (receiveWaiter == null) return;
+        MemorySegment message = nextMessage();
+        if (message == null) return;
+        MemorySegment waiter = receiveWaiter;
+        receiveWaiter = null;
+        owner.resolve(waiter, message);
+    }
+
+    private void wakeSender() {
+        if (sendWaiter == null) return;
+        MemorySegment waiter = sendWaiter;
+        sendWaiter = null;
+        owner.resolve(waiter, Py.newRef(Py.None));
+    }
+
+    /** {@code send(message)}: None when the application may go on, or a future to await first (backpressure). */
+    MemorySegment send(MemorySegment message) {
+        AsgiMessages m = owner.messages();
+        if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
+        MemorySegment typeObject = Py.dictGet(message, m.type);
+        MemorySegment type = typeObject == null ? null : Py.bufferOf(typeObject);
+        if (type == null) throw new PythonRaise(Py.ExcValueError, "ASGI message without a 'type'");
+        if (AsgiMessages.is(type, AsgiMessages.RESPONSE_START)) {
+            if (started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent twice");
+            if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent after the response completed");
+            pendingHead = responseHead(message, m);
+            started = true;
+            return null;
+        }
+        if (AsgiMessages.is(type, AsgiMessages.RESPONSE_BODY)) {
+            if (!started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.body' sent before 'http.response.start'");
+            if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.body' sent after the response completed");
+            MemorySegment bodyObject = Py.dictGet(message, m.body);
+            MemorySegment bytes = bodyObject == null ? null : Py.bytesLikeOf(bodyObject);
+            if (bodyObject != null && bytes == null) {
+                throw new PythonRaise(Py.ExcTypeError, "'body' of 'http.response.body' must be bytes, not " + typeName(bodyObject));
+            }
+            MemorySegment moreObject = Py.dictGet(message, m.moreBody);
+            boolean more = moreObject != null && Py.isTrue(moreObject);
+            if (disconnected || exchange.disconnected()) {
+                complete = !more;
+                return null; // the client is gone: sending is a no-op, as the application cannot know yet
+            }
+            ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, bytes);
+            ResponseHead head = pendingHead;
+            pendingHead = null;
+            exchange.send(head, data, !more);
+            if (!more) {
+                complete = true;
+                wakeReceiver();
+                return null;
+            }
+            if (!exchange.writable()) {
+                sendWaiter = owner.newFuture();
+                exchange.whenWritable(() -> owner.post(this::wakeSender));
+                return Py.newRef(sendWaiter);
+            }
+            return null;
+        }
+        throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
+                + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
+    }
+
+    private static String typeName(MemorySegment object) {
+        MemorySegment type = Py.typeOf(object);
+        MemorySegment name = Py.getAttr(type, "__name__");
+        String text = Py.toJavaString(name);
+        Py.decRef(name);
+        return text;
+    }
+
+    private static ResponseHead responseHead(MemorySegment message, AsgiMessages m) {
+        MemorySegment statusObject = Py.dictGet(message, m.status);
+        if (statusObject == null || !Py.isInstance(statusObject, Py.LongType)) {
+            throw new PythonRaise(Py.ExcTypeError, "'status' of 'http.response.start' must be an int");
+        }
+        ResponseHead head;
+        try {
+            head = new ResponseHead((int) Py.toLong(statusObject));
+        } catch (IllegalArgumentException e) {
+            throw new PythonRaise(Py.ExcValueError, e.getMessage());
+        }
+        MemorySegment headers = Py.dictGet(message, m.headers);
+        if (headers == null || Py.isNone(headers)) return head;
+        MemorySegment list = Py.sequenceFast(headers, HEADERS_ERROR);
+        try {
+            for (long i = 0, n = Py.fastSize(list); i < n; i++) {
+                MemorySegment pair = Py.fastItem(list, i);
+                if (!Py.isListOrTuple(pair) || Py.fastSize(pair) != 2) {
+                    throw new PythonRaise(Py.ExcTypeError, "each response header must be a pair of (name, value)");
+                }
+                head.add(headerBytes(Py.fastItem(pair, 0)), headerBytes(Py.fastItem(pair, 1)));
+            }
+        } catch (IllegalArgumentException e) {
+            throw new PythonRaise(Py.ExcValueError, e.getMessage());
+        } finally {
+            Py.decRef(list);
+        }
+        return head;
+    }
+
+    private static final MemorySegment HEADERS_ERROR = java.lang.foreign.Arena.global().allocateFrom("'headers' must be an iterable of pairs");
+
+    private static MemorySegment headerBytes(MemorySegment object) {
+        MemorySegment bytes = Py.bufferOf(object);
+        if (bytes == null) throw new PythonRaise(Py.ExcTypeError, "response header names and values must be bytes or str, not " + typeName(object));
+        return bytes;
+    }
+
+    /** The application returned (error null), failed (its traceback), or was cancelled (""). */
+    void done(String error) {
+        ended = true;
+        if (error != null && !error.isEmpty()) {
+            LOG.error("Exception in ASGI application\n" + error.stripTrailing());
+        } else if (error == null && !started && !exchange.disconnected()) {
+            LOG.error("ASGI application returned without starting a response");
+        } else if (error == null && !complete && !exchange.disconnected()) {
+            LOG.error("ASGI application returned without completing its response");
+        }
+        if (!complete) {
+            boolean headSent = started && pendingHead == null;
+            if (!headSent && !disconnected && !exchange.disconnected()) {
+                ResponseHead head = new ResponseHead(500);
+                head.add("content-type", "text/plain; charset=utf-8");
+                ByteBuf text = PooledByteBufAllocator.DEFAULT.directBuffer(32);
+                text.writeCharSequence("Internal Server Error", java.nio.charset.StandardCharsets.US_ASCII);
+                exchange.send(head, text, true);
+            } else {
+                exchange.abort();
+            }
+            complete = true;
+        }
+        for (ByteBuf piece : body) piece.release();
+        body.clear();
+        if (receiveWaiter != null) {
+            Py.decRef(receiveWaiter);
+            receiveWaiter = null;
+        }
+        if (sendWaiter != null) {
+            Py.decRef(sendWaiter);
+            sendWaiter = null;
+        }
+    }
+}

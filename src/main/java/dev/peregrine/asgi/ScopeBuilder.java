@@ -1,0 +1,122 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.PercentDecoder;
+import dev.peregrine.python.InternTable;
+import dev.peregrine.python.Py;
+
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * Builds the ASGI HTTP scope of a request: a copy of a template holding what every scope shares,
+ * plus the request's own entries made straight from the bytes of its head. Python thread only.
+ */
+final class ScopeBuilder {
+    private final MemorySegment template;
+    private final MemorySegment kHttpVersion = Py.internedStr("http_version");
+    private final MemorySegment kMethod = Py.internedStr("method");
+    private final MemorySegment kScheme = Py.internedStr("scheme");
+    private final MemorySegment kPath = Py.internedStr("path");
+    private final MemorySegment kRawPath = Py.internedStr("raw_path");
+    private final MemorySegment kQueryString = Py.internedStr("query_string");
+    private final MemorySegment kHeaders = Py.internedStr("headers");
+    private final MemorySegment kClient = Py.internedStr("client");
+    private final MemorySegment kServer = Py.internedStr("server");
+    private final MemorySegment kState = Py.internedStr("state");
+    private final Map<String, MemorySegment> strings = new HashMap<>();
+    private final InternTable headerNames = new InternTable(Py::bytes);
+    private final byte[] rootPath;
+    private MemorySegment state;
+    private InetSocketAddress lastServer;
+    private MemorySegment lastServerTuple;
+
+    ScopeBuilder(String rootPath) {
+        this.rootPath = rootPath.getBytes(StandardCharsets.UTF_8);
+        template = Py.newDict();
+        MemorySegment asgi = Py.newDict();
+        Py.dictSetSteal(asgi, Py.internedStr("version"), Py.str("3.0"));
+        Py.dictSetSteal(asgi, Py.internedStr("spec_version"), Py.str("2.4"));
+        Py.dictSetSteal(template, Py.internedStr("type"), Py.internedStr("http"));
+        Py.dictSetSteal(template, Py.internedStr("asgi"), asgi);
+        Py.dictSetSteal(template, Py.internedStr("root_path"), Py.str(rootPath));
+    }
+
+    /** The lifespan state, shallow-copied into every request's scope. */
+    void useState(MemorySegment lifespanState) {
+        state = Py.newRef(lifespanState);
+    }
+
+    /** A str made once per distinct value (methods, versions, schemes: a handful). */
+    private MemorySegment constant(String value) {
+        MemorySegment s = strings.get(value);
+        if (s == null) {
+            s = Py.internedStr(value);
+            strings.put(value, s);
+        }
+        return s;
+    }
+
+    MemorySegment build(HttpExchange exchange) {
+        HttpRequestHead head = exchange.head();
+        byte[] bytes = head.bytes();
+        MemorySegment scope = Py.dictCopy(template);
+        Py.dictSet(scope, kHttpVersion, constant(exchange.httpVersion()));
+        Py.dictSet(scope, kMethod, constant(head.method()));
+        Py.dictSet(scope, kScheme, constant(exchange.scheme()));
+
+        int pathStart = head.pathStart(), pathLength = head.pathLength();
+        byte[] decoded = PercentDecoder.decode(bytes, pathStart, pathLength);
+        MemorySegment path = decoded == null ? Py.utf8(bytes, pathStart, pathLength) : Py.utf8(decoded, 0, decoded.length);
+        MemorySegment rawPath = Py.bytes(bytes, pathStart, pathLength);
+        if (rootPath.length > 0) {
+            path = prefixed(path, decoded == null ? java.util.Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength) : decoded, true);
+            rawPath = prefixed(rawPath, java.util.Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength), false);
+        }
+        Py.dictSetSteal(scope, kPath, path);
+        Py.dictSetSteal(scope, kRawPath, rawPath);
+        Py.dictSetSteal(scope, kQueryString, Py.bytes(bytes, head.queryStart(), head.queryLength()));
+
+        int count = head.headerCount();
+        MemorySegment headers = Py.newList(count);
+        for (int i = 0; i < count; i++) {
+            MemorySegment name = headerNames.get(bytes, head.nameStart(i), head.nameLength(i));
+            MemorySegment value = Py.bytes(bytes, head.valueStart(i), head.valueLength(i));
+            Py.listSetSteal(headers, i, Py.tuple2(name, value));
+        }
+        Py.dictSetSteal(scope, kHeaders, headers);
+
+        InetSocketAddress client = exchange.remoteAddress();
+        Py.dictSetSteal(scope, kClient, client == null ? Py.newRef(Py.None) : address(client));
+        Py.dictSet(scope, kServer, server(exchange.localAddress()));
+        Py.dictSetSteal(scope, kState, state == null ? Py.newDict() : Py.dictCopy(state));
+        return scope;
+    }
+
+    /** root_path + path, as uvicorn reports it: the full path the client asked for. */
+    private MemorySegment prefixed(MemorySegment withoutRoot, byte[] pathBytes, boolean text) {
+        Py.decRef(withoutRoot);
+        byte[] full = new byte[rootPath.length + pathBytes.length];
+        System.arraycopy(rootPath, 0, full, 0, rootPath.length);
+        System.arraycopy(pathBytes, 0, full, rootPath.length, pathBytes.length);
+        return text ? Py.utf8(full, 0, full.length) : Py.bytes(full, 0, full.length);
+    }
+
+    private MemorySegment server(InetSocketAddress local) {
+        if (local == null) return Py.None;
+        if (!local.equals(lastServer)) {
+            if (lastServerTuple != null) Py.decRef(lastServerTuple);
+            lastServer = local;
+            lastServerTuple = address(local);
+        }
+        return lastServerTuple;
+    }
+
+    private static MemorySegment address(InetSocketAddress address) {
+        return Py.tuple2(Py.str(address.getAddress().getHostAddress()), Py.integer(address.getPort()));
+    }
+}

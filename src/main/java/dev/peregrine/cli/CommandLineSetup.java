@@ -1,0 +1,85 @@
+package dev.peregrine.cli;
+
+import io.quarkus.picocli.runtime.PicocliCommandLineFactory;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.inject.Produces;
+import picocli.CommandLine;
+import picocli.CommandLine.Help;
+import picocli.CommandLine.Model.ArgSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.ParameterException;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** The picocli command line as Peregrine wants it: config defaults, one-line errors, grouped help. */
+@ApplicationScoped
+public class CommandLineSetup {
+
+    /** Help groups, in order; an option not listed falls into the last group. */
+    private static final Map<String, List<String>> GROUPS = new LinkedHashMap<>();
+    static {
+        GROUPS.put("Listening", List.of("--host", "--port", "--unix", "--backlog", "--max-connections", "--forwarded-allow-ips"));
+        GROUPS.put("Application", List.of("--protocol", "--factory", "--root-path", "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop"));
+        GROUPS.put("Python", List.of("--venv", "--no-auto-venv", "--python-path", "--python-home", "--free-threaded", "--lifespan-scope"));
+        GROUPS.put("Limits and timeouts", List.of("--max-body", "--max-header-size", "--keep-alive", "--request-timeout"));
+        GROUPS.put("Workers and lifecycle", List.of("--workers", "--graceful-timeout", "--drain-delay", "--reload"));
+        GROUPS.put("Protocols", List.of("--no-http2", "--http2-only", "--http3", "--quic-port", "--no-websockets", "--ws-max-message",
+                "--ws-ping-interval", "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress"));
+        GROUPS.put("TLS", List.of("--tls-cert", "--tls-key", "--tls-ciphers", "--ktls", "--acme-domain", "--acme-email", "--acme-cache",
+                "--acme-staging", "--acme-directory", "--acme-ca-bundle", "--redirect-http", "--hsts"));
+        GROUPS.put("Edge", List.of("--static-dir", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object",
+                "--cache-ttl-max", "--compress", "--compress-min-size", "--compress-static"));
+        GROUPS.put("Operations", List.of("--health-check-path", "--metrics-port", "--metrics-host", "--access-log", "--access-log-format",
+                "--request-id", "--request-start-header", "--trace-context", "--log-level", "--help", "--version"));
+    }
+
+    @Produces
+    CommandLine commandLine(PicocliCommandLineFactory factory) {
+        return configure(factory.create());
+    }
+
+    public static CommandLine configure(CommandLine commandLine) {
+        ConfigDefaults defaults = new ConfigDefaults();
+        commandLine.setDefaultValueProvider(defaults);
+        commandLine.setParameterExceptionHandler((ex, args) -> {
+            ex.getCommandLine().getErr().println("peregrine: " + describe(ex, defaults));
+            return 2;
+        });
+        commandLine.getHelpSectionMap().put(CommandLine.Model.UsageMessageSpec.SECTION_KEY_OPTION_LIST, CommandLineSetup::groupedOptions);
+        commandLine.getHelpSectionMap().remove(CommandLine.Model.UsageMessageSpec.SECTION_KEY_OPTION_LIST_HEADING);
+        return commandLine;
+    }
+
+    /** One line; when the bad value came from the environment or a properties file, say where to look. */
+    private static String describe(ParameterException ex, ConfigDefaults defaults) {
+        String message = ex.getMessage();
+        ArgSpec arg = ex.getArgSpec();
+        if (arg instanceof OptionSpec option && defaults.suppliedBy(option)
+                && !ex.getCommandLine().getParseResult().hasMatchedOption(option)) {
+            message = message + " (from " + ConfigDefaults.environmentName(option) + " or " + ConfigDefaults.key(option) + ")";
+        }
+        return message.replace(System.lineSeparator(), " ").strip();
+    }
+
+    private static String groupedOptions(Help help) {
+        StringBuilder out = new StringBuilder();
+        Map<String, OptionSpec> byName = new LinkedHashMap<>();
+        for (OptionSpec option : help.commandSpec().options()) byName.put(option.longestName(), option);
+        for (Map.Entry<String, List<String>> group : GROUPS.entrySet()) {
+            Help.Layout layout = help.createDefaultLayout();
+            for (String name : group.getValue()) {
+                OptionSpec option = byName.remove(name);
+                if (option != null) layout.addOption(option, help.createDefaultParamLabelRenderer());
+            }
+            out.append('\n').append(group.getKey()).append(":\n").append(layout);
+        }
+        if (!byName.isEmpty()) {
+            Help.Layout layout = help.createDefaultLayout();
+            byName.values().forEach(option -> layout.addOption(option, help.createDefaultParamLabelRenderer()));
+            out.append("\nOther:\n").append(layout);
+        }
+        return out.toString();
+    }
+}

@@ -1,0 +1,130 @@
+package dev.peregrine.cli;
+
+import dev.peregrine.server.PeregrineServer;
+import io.quarkus.picocli.runtime.annotations.TopCommand;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code peregrine [options] MODULE:ATTRIBUTE}: every option of the product, under the names users know
+ * from uvicorn and gunicorn. Values come from the command line, else from {@link ConfigDefaults}
+ * ({@code PEREGRINE_*} variables, then {@code application.properties}).
+ */
+@TopCommand
+@Command(name = "peregrine", mixinStandardHelpOptions = true, versionProvider = Version.class, sortOptions = false,
+        usageHelpAutoWidth = true,
+        description = "Serve a Python ASGI or WSGI application. The protocol is detected from the callable.")
+public class PeregrineCommand implements Callable<Integer> {
+
+    public enum Protocol { auto, asgi, wsgi }
+    public enum LogLevel { debug, info, warning, error, silent }
+    public enum LogFormat { text, json }
+
+    @Parameters(index = "0", paramLabel = "MODULE:ATTRIBUTE", arity = "0..1",
+            description = "The application, e.g. main:app or myproject.wsgi:application.")
+    public String target;
+
+    // Network
+    @Option(names = "--host", paramLabel = "HOST", description = "Interface to bind (default ${DEFAULT-VALUE}).") public String host;
+    @Option(names = "--port", paramLabel = "PORT", description = "Port to bind (default ${DEFAULT-VALUE}).") public Integer port;
+    @Option(names = "--unix", paramLabel = "PATH", description = "Listen on a unix socket instead.") public Path unix;
+    @Option(names = "--backlog", paramLabel = "N", description = "Listen backlog (default ${DEFAULT-VALUE}).") public Integer backlog;
+    @Option(names = "--max-connections", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}).") public Integer maxConnections;
+    @Option(names = "--forwarded-allow-ips", paramLabel = "LIST", description = "Proxies whose X-Forwarded-* headers are trusted.") public String forwardedAllowIps;
+
+    // Application
+    @Option(names = "--protocol", paramLabel = "wsgi|asgi", description = "Force the application protocol (default: detect).") public Protocol protocol;
+    @Option(names = "--factory", description = "The target is a factory returning the application.") public Boolean factory;
+    @Option(names = "--root-path", paramLabel = "PATH", description = "SCRIPT_NAME / ASGI root_path prefix.") public String rootPath;
+    @Option(names = "--scheme", paramLabel = "http|https", description = "Scheme reported to the application.") public String scheme;
+    @Option(names = "--wsgi-threads", paramLabel = "N", description = "WSGI application threads per worker (default ${DEFAULT-VALUE}).") public Integer wsgiThreads;
+    @Option(names = "--no-lifespan", description = "Skip the ASGI lifespan protocol.") public Boolean noLifespan;
+    @Option(names = "--no-uvloop", description = "Do not use uvloop even when installed.") public Boolean noUvloop;
+
+    // Python
+    @Option(names = "--venv", paramLabel = "DIR", description = "Virtualenv whose packages the app should import.") public Path venv;
+    @Option(names = "--no-auto-venv", description = "Ignore VIRTUAL_ENV from the environment.") public Boolean noAutoVenv;
+    @Option(names = "--python-path", paramLabel = "DIR", description = "Directory to prepend to sys.path (repeatable).") public List<Path> pythonPath = new ArrayList<>();
+    @Option(names = "--python-home", paramLabel = "DIR", description = "PYTHONHOME of the embedded interpreter.") public Path pythonHome;
+    @Option(names = "--free-threaded", description = "Run the workers as threads of one process (free-threaded CPython).") public Boolean freeThreaded;
+    @Option(names = "--lifespan-scope", paramLabel = "WHICH", description = "With --free-threaded: worker or process.") public String lifespanScope;
+
+    // Limits and timeouts
+    @Option(names = "--max-body", paramLabel = "BYTES", description = "Largest accepted request body (default ${DEFAULT-VALUE}).") public Long maxBody;
+    @Option(names = "--max-header-size", paramLabel = "BYTES", description = "Largest accepted request head (default ${DEFAULT-VALUE}).") public Integer maxHeaderSize;
+    @Option(names = "--keep-alive", paramLabel = "MS", description = "Idle keep-alive timeout (default ${DEFAULT-VALUE}).") public Long keepAlive;
+    @Option(names = "--request-timeout", paramLabel = "MS", description = "How long a request may stall mid-message (default ${DEFAULT-VALUE}).") public Long requestTimeout;
+
+    // Workers and lifecycle
+    @Option(names = "--workers", paramLabel = "N", description = "Worker processes, 0 = one per CPU (default ${DEFAULT-VALUE}).") public Integer workers;
+    @Option(names = "--graceful-timeout", paramLabel = "MS", description = "Time in-flight requests get on shutdown (default ${DEFAULT-VALUE}).") public Long gracefulTimeout;
+    @Option(names = "--drain-delay", paramLabel = "MS", description = "On SIGTERM, fail the health check and keep serving for MS first.") public Long drainDelay;
+    @Option(names = "--reload", description = "Restart workers when source files change.") public Boolean reload;
+
+    // Protocols
+    @Option(names = "--no-http2", description = "Refuse HTTP/2 and answer HTTP/1.1 only.") public Boolean noHttp2;
+    @Option(names = "--http2-only", description = "Serve only HTTP/2 (h2c), with no HTTP/1 fallback.") public Boolean http2Only;
+    @Option(names = "--http3", description = "Also serve HTTP/3 over QUIC (needs TLS).") public Boolean http3;
+    @Option(names = "--quic-port", paramLabel = "PORT", description = "UDP port for HTTP/3 (default: the TCP port).") public Integer quicPort;
+    @Option(names = "--no-websockets", description = "Reject WebSocket upgrades with 501.") public Boolean noWebsockets;
+    @Option(names = "--ws-max-message", paramLabel = "BYTES", description = "Largest accepted WebSocket message.") public Long wsMaxMessage;
+    @Option(names = "--ws-ping-interval", paramLabel = "MS", description = "Keepalive ping period, 0 to disable.") public Long wsPingInterval;
+    @Option(names = "--ws-ping-timeout", paramLabel = "MS", description = "How long an unanswered ping may go.") public Long wsPingTimeout;
+    @Option(names = "--ws-max-queue", paramLabel = "N", description = "Messages buffered for a slow app.") public Integer wsMaxQueue;
+    @Option(names = "--ws-max-queue-bytes", paramLabel = "N", description = "Bytes buffered for a slow app.") public Long wsMaxQueueBytes;
+    @Option(names = "--ws-compress", description = "permessage-deflate for clients that offer it.") public Boolean wsCompress;
+
+    // TLS
+    @Option(names = "--tls-cert", paramLabel = "PATH", description = "PEM certificate chain; enables TLS (repeatable, SNI).") public List<Path> tlsCert = new ArrayList<>();
+    @Option(names = "--tls-key", paramLabel = "PATH", description = "PEM private key for the preceding --tls-cert.") public List<Path> tlsKey = new ArrayList<>();
+    @Option(names = "--tls-ciphers", paramLabel = "LIST", description = "OpenSSL cipher list for TLS 1.2.") public String tlsCiphers;
+    @Option(names = "--ktls", description = "Let the kernel encrypt TLS.") public Boolean ktls;
+    @Option(names = "--acme-domain", paramLabel = "NAME", description = "Get and renew a certificate by ACME (repeatable).") public List<String> acmeDomain = new ArrayList<>();
+    @Option(names = "--acme-email", paramLabel = "ADDR", description = "Contact address for the ACME account.") public String acmeEmail;
+    @Option(names = "--acme-cache", paramLabel = "DIR", description = "Account key and certificate directory.") public Path acmeCache;
+    @Option(names = "--acme-staging", description = "Use Let's Encrypt's staging CA.") public Boolean acmeStaging;
+    @Option(names = "--acme-directory", paramLabel = "URL", description = "Use another ACME CA.") public String acmeDirectory;
+    @Option(names = "--acme-ca-bundle", paramLabel = "PATH", description = "Roots to trust for the CA's own HTTPS.") public Path acmeCaBundle;
+    @Option(names = "--redirect-http", paramLabel = "PORT", description = "Answer plain HTTP on PORT with a redirect to https.") public Integer redirectHttp;
+    @Option(names = "--hsts", paramLabel = "SECONDS", description = "Strict-Transport-Security on every TLS response.") public Long hsts;
+
+    // Edge
+    @Option(names = "--static-dir", paramLabel = "P=DIR", description = "Serve URL prefix P from DIR (repeatable).") public List<String> staticDir = new ArrayList<>();
+    @Option(names = "--rate-limit", paramLabel = "RATE", description = "429 past RATE requests per client (100/s, 600/m).") public String rateLimit;
+    @Option(names = "--rate-limit-burst", paramLabel = "N", description = "Requests allowed at once before RATE applies.") public Integer rateLimitBurst;
+    @Option(names = "--cache-size", paramLabel = "MIB", description = "Shared response cache size.") public Integer cacheSize;
+    @Option(names = "--cache-max-object", paramLabel = "KIB", description = "Largest body the cache keeps.") public Integer cacheMaxObject;
+    @Option(names = "--cache-ttl-max", paramLabel = "SECONDS", description = "Longest a response is kept.") public Integer cacheTtlMax;
+    @Option(names = "--compress", description = "Compress text-like responses with br, zstd or gzip.") public Boolean compress;
+    @Option(names = "--compress-min-size", paramLabel = "N", description = "Leave bodies smaller than N alone.") public Integer compressMinSize;
+    @Option(names = "--compress-static", description = "Serve precompressed FILE.br/.zst/.gz beside static files.") public Boolean compressStatic;
+
+    // Operations
+    @Option(names = "--health-check-path", paramLabel = "P", description = "Answer P with 200 in the server, e.g. /healthz.") public String healthCheckPath;
+    @Option(names = "--metrics-port", paramLabel = "PORT", description = "Serve Prometheus metrics on this port.") public Integer metricsPort;
+    @Option(names = "--metrics-host", paramLabel = "HOST", description = "What the metrics port binds (default --host).") public String metricsHost;
+    @Option(names = "--access-log", description = "Log one line per request.") public Boolean accessLog;
+    @Option(names = "--access-log-format", paramLabel = "F", description = "text or json; implies --access-log.") public LogFormat accessLogFormat;
+    @Option(names = "--request-id", description = "An X-Request-ID per request.") public Boolean requestId;
+    @Option(names = "--request-start-header", description = "Hand the app X-Request-Start for queue-time APMs.") public Boolean requestStartHeader;
+    @Option(names = "--trace-context", description = "Log a request's W3C trace and parent span IDs.") public Boolean traceContext;
+    @Option(names = "--log-level", paramLabel = "LEVEL", description = "debug, info, warning, error, silent (default ${DEFAULT-VALUE}).") public LogLevel logLevel;
+
+    @Override
+    public Integer call() {
+        ServerSettings settings;
+        try {
+            settings = ServerSettings.from(this);
+        } catch (UsageException e) {
+            System.err.println("peregrine: " + e.getMessage());
+            return 2;
+        }
+        return new PeregrineServer(settings).run();
+    }
+}

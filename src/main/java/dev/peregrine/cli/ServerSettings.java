@@ -1,0 +1,147 @@
+package dev.peregrine.cli;
+
+import dev.peregrine.cli.PeregrineCommand.LogLevel;
+import dev.peregrine.cli.PeregrineCommand.Protocol;
+
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Everything the server needs to know, resolved and checked once from the command line and configuration. */
+public record ServerSettings(
+        String target,
+        String host,
+        int port,
+        Path unix,
+        int backlog,
+        int maxConnections,
+        Protocol protocol,
+        boolean factory,
+        String rootPath,
+        String scheme,
+        int wsgiThreads,
+        boolean lifespan,
+        boolean uvloop,
+        Path venv,
+        boolean autoVenv,
+        List<Path> pythonPath,
+        long maxBody,
+        int maxHeaderSize,
+        long keepAliveMillis,
+        long requestTimeoutMillis,
+        long gracefulTimeoutMillis,
+        boolean websockets,
+        boolean accessLog,
+        LogLevel logLevel) {
+
+    public static ServerSettings from(PeregrineCommand c) {
+        if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
+        if (!c.target.contains(":")) throw new UsageException("the application must be given as MODULE:ATTRIBUTE, not '" + c.target + "'");
+        refuseUnbuilt(c);
+        String scheme = c.scheme;
+        if (scheme != null && !scheme.equals("http") && !scheme.equals("https")) {
+            throw new UsageException("invalid value for option '--scheme': '" + scheme + "' is neither http nor https");
+        }
+        return new ServerSettings(
+                c.target,
+                value(c.host, "127.0.0.1"),
+                range("--port", value(c.port, 8000), 0, 65535),
+                c.unix,
+                range("--backlog", value(c.backlog, 2048), 1, Integer.MAX_VALUE),
+                range("--max-connections", value(c.maxConnections, 4096), 1, Integer.MAX_VALUE),
+                value(c.protocol, Protocol.auto),
+                value(c.factory, false),
+                normalizeRootPath(value(c.rootPath, "")),
+                value(scheme, "http"),
+                range("--wsgi-threads", value(c.wsgiThreads, 1), 1, 1024),
+                !value(c.noLifespan, false),
+                !value(c.noUvloop, false),
+                c.venv,
+                !value(c.noAutoVenv, false),
+                List.copyOf(c.pythonPath),
+                range("--max-body", value(c.maxBody, 16L * 1024 * 1024), 0, Long.MAX_VALUE),
+                range("--max-header-size", value(c.maxHeaderSize, 32 * 1024), 256, 16 * 1024 * 1024),
+                range("--keep-alive", value(c.keepAlive, 5000L), 0, Long.MAX_VALUE),
+                range("--request-timeout", value(c.requestTimeout, 30_000L), 0, Long.MAX_VALUE),
+                range("--graceful-timeout", value(c.gracefulTimeout, 10_000L), 0, Long.MAX_VALUE),
+                !value(c.noWebsockets, false),
+                value(c.accessLog, false),
+                value(c.logLevel, LogLevel.info));
+    }
+
+    /**
+     * Options whose feature is not built yet are refused by name rather than silently ignored: a user
+     * who asks for HTTP/3 and gets HTTP/1.1 without a word would be misled.
+     */
+    private static void refuseUnbuilt(PeregrineCommand c) {
+        Map<String, Boolean> asked = new LinkedHashMap<>();
+        asked.put("--workers", c.workers != null && c.workers != 1);
+        asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
+        asked.put("--lifespan-scope", c.lifespanScope != null);
+        asked.put("--python-home", c.pythonHome != null);
+        asked.put("--forwarded-allow-ips", c.forwardedAllowIps != null);
+        asked.put("--drain-delay", c.drainDelay != null && c.drainDelay != 0);
+        asked.put("--reload", Boolean.TRUE.equals(c.reload));
+        asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
+        asked.put("--http3", Boolean.TRUE.equals(c.http3));
+        asked.put("--quic-port", c.quicPort != null);
+        asked.put("--ws-max-message", c.wsMaxMessage != null);
+        asked.put("--ws-ping-interval", c.wsPingInterval != null);
+        asked.put("--ws-ping-timeout", c.wsPingTimeout != null);
+        asked.put("--ws-max-queue", c.wsMaxQueue != null);
+        asked.put("--ws-max-queue-bytes", c.wsMaxQueueBytes != null);
+        asked.put("--ws-compress", Boolean.TRUE.equals(c.wsCompress));
+        asked.put("--tls-cert", !c.tlsCert.isEmpty());
+        asked.put("--tls-key", !c.tlsKey.isEmpty());
+        asked.put("--tls-ciphers", c.tlsCiphers != null);
+        asked.put("--ktls", Boolean.TRUE.equals(c.ktls));
+        asked.put("--acme-domain", !c.acmeDomain.isEmpty());
+        asked.put("--acme-email", c.acmeEmail != null);
+        asked.put("--acme-cache", c.acmeCache != null);
+        asked.put("--acme-staging", Boolean.TRUE.equals(c.acmeStaging));
+        asked.put("--acme-directory", c.acmeDirectory != null);
+        asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
+        asked.put("--redirect-http", c.redirectHttp != null);
+        asked.put("--hsts", c.hsts != null);
+        asked.put("--static-dir", !c.staticDir.isEmpty());
+        asked.put("--rate-limit", c.rateLimit != null);
+        asked.put("--rate-limit-burst", c.rateLimitBurst != null);
+        asked.put("--cache-size", c.cacheSize != null);
+        asked.put("--cache-max-object", c.cacheMaxObject != null);
+        asked.put("--cache-ttl-max", c.cacheTtlMax != null);
+        asked.put("--compress", Boolean.TRUE.equals(c.compress));
+        asked.put("--compress-min-size", c.compressMinSize != null);
+        asked.put("--compress-static", Boolean.TRUE.equals(c.compressStatic));
+        asked.put("--health-check-path", c.healthCheckPath != null);
+        asked.put("--metrics-port", c.metricsPort != null);
+        asked.put("--metrics-host", c.metricsHost != null);
+        asked.put("--access-log-format", c.accessLogFormat != null);
+        asked.put("--request-id", Boolean.TRUE.equals(c.requestId));
+        asked.put("--request-start-header", Boolean.TRUE.equals(c.requestStartHeader));
+        asked.put("--trace-context", Boolean.TRUE.equals(c.traceContext));
+        for (Map.Entry<String, Boolean> option : asked.entrySet()) {
+            if (option.getValue()) throw new UsageException(option.getKey() + " is not supported yet");
+        }
+    }
+
+    private static <T> T value(T given, T fallback) {
+        return given != null ? given : fallback;
+    }
+
+    private static int range(String option, int value, int min, int max) {
+        if (value < min || value > max) throw new UsageException("invalid value for option '" + option + "': " + value + " is outside " + min + ".." + max);
+        return value;
+    }
+
+    private static long range(String option, long value, long min, long max) {
+        if (value < min || value > max) throw new UsageException("invalid value for option '" + option + "': " + value + " is outside " + min + ".." + max);
+        return value;
+    }
+
+    private static String normalizeRootPath(String rootPath) {
+        if (rootPath.isEmpty() || rootPath.equals("/")) return "";
+        String p = rootPath.startsWith("/") ? rootPath : "/" + rootPath;
+        return p.endsWith("/") ? p.substring(0, p.length() - 1) : p;
+    }
+}

@@ -1,0 +1,53 @@
+package dev.peregrine.http;
+
+import io.netty.buffer.ByteBuf;
+
+import java.net.InetSocketAddress;
+
+/**
+ * One request and its response, as seen by an application adapter; a transport (HTTP/1.1 now, HTTP/2
+ * later) implements it. Response methods may be called from the Python thread: implementations hand
+ * the work to the connection's I/O thread.
+ */
+public interface HttpExchange {
+    HttpRequestHead head();
+
+    /** "1.0", "1.1" or "2". */
+    String httpVersion();
+
+    /** "http" or "https" as the application should see it. */
+    String scheme();
+
+    /** The peer, or null on a unix socket. */
+    InetSocketAddress remoteAddress();
+
+    /** The listening address, or null on a unix socket. */
+    InetSocketAddress localAddress();
+
+    /** Starts delivering the body to {@code receiver}; call once, on the I/O thread, before {@link #demand}. */
+    void receiveBody(BodyReceiver receiver);
+
+    /** Asks for more body: the transport reads from the socket only as far as the application asked. Any thread. */
+    void demand();
+
+    /**
+     * Sends the response head (when {@code head} is not null: the first call must carry it), then
+     * {@code body} (may be null), and finishes the response when {@code last}. Takes ownership of body.
+     */
+    void send(ResponseHead head, ByteBuf body, boolean last);
+
+    /** Ends the exchange without a complete response: the connection is closed. Any thread. */
+    void abort();
+
+    /** False while the connection's send buffer is over its high-water mark. Any thread. */
+    boolean writable();
+
+    /**
+     * Runs {@code task} on the I/O thread once the connection is writable again, or at once if it
+     * is (or if the connection is gone). Any thread.
+     */
+    void whenWritable(Runnable task);
+
+    /** True once the client is gone or the exchange was cut. */
+    boolean disconnected();
+}

@@ -1,0 +1,120 @@
+package dev.peregrine.http;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+
+/**
+ * A response status and its headers, copied out of the application's objects into one array. The
+ * headers the transport must act on (framing, connection) are noted as they are added.
+ */
+public final class ResponseHead {
+    private final int status;
+    private byte[] data = new byte[256];
+    private int size;
+    private int[] offsets = new int[32];
+    private int count;
+    private long contentLength = -1;
+    private boolean connectionClose;
+    private boolean hasDate;
+    private boolean hasServer;
+
+    public ResponseHead(int status) {
+        if (status < 100 || status > 999) throw new IllegalArgumentException("invalid HTTP status " + status);
+        this.status = status;
+    }
+
+    public int status() { return status; }
+    public int count() { return count; }
+    public byte[] data() { return data; }
+    public int nameStart(int i) { return offsets[4 * i]; }
+    public int nameLength(int i) { return offsets[4 * i + 1]; }
+    public int valueStart(int i) { return offsets[4 * i + 2]; }
+    public int valueLength(int i) { return offsets[4 * i + 3]; }
+    /** The Content-Length the application declared, or -1. */
+    public long contentLength() { return contentLength; }
+    public boolean connectionClose() { return connectionClose; }
+    public boolean hasDate() { return hasDate; }
+    public boolean hasServer() { return hasServer; }
+
+    /**
+     * Adds a header from native memory (a Python bytes or str buffer). Refuses what would break the
+     * framing of the response: a name that is no token, a value with CR, LF or NUL.
+     */
+    public void add(MemorySegment name, MemorySegment value) {
+        int nameLength = (int) name.byteSize(), valueLength = (int) value.byteSize();
+        ensure(nameLength + valueLength);
+        int nameStart = size;
+        MemorySegment.copy(name, ValueLayout.JAVA_BYTE, 0, data, nameStart, nameLength);
+        int valueStart = nameStart + nameLength;
+        MemorySegment.copy(value, ValueLayout.JAVA_BYTE, 0, data, valueStart, valueLength);
+        record(nameStart, nameLength, valueStart, valueLength);
+    }
+
+    /** Adds a header from Java strings (ISO-8859-1). */
+    public void add(String name, String value) {
+        byte[] n = name.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        byte[] v = value.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        ensure(n.length + v.length);
+        int nameStart = size;
+        System.arraycopy(n, 0, data, nameStart, n.length);
+        System.arraycopy(v, 0, data, nameStart + n.length, v.length);
+        record(nameStart, n.length, nameStart + n.length, v.length);
+    }
+
+    private void record(int nameStart, int nameLength, int valueStart, int valueLength) {
+        if (nameLength == 0) throw new IllegalArgumentException("empty response header name");
+        for (int i = nameStart; i < nameStart + nameLength; i++) {
+            if (!HttpChars.isTokenChar(data[i])) {
+                throw new IllegalArgumentException("invalid response header name " + quoted(nameStart, nameLength));
+            }
+        }
+        for (int i = valueStart; i < valueStart + valueLength; i++) {
+            byte b = data[i];
+            if (b == '\r' || b == '\n' || b == 0) {
+                throw new IllegalArgumentException("response header " + quoted(nameStart, nameLength) + " contains CR, LF or NUL");
+            }
+        }
+        if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "content-length")) {
+            contentLength = parseLength(valueStart, valueLength, nameStart, nameLength);
+        } else if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "transfer-encoding")) {
+            return; // the transport frames the body itself; an application's own claim would contradict it
+        } else if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "connection")) {
+            connectionClose |= HttpChars.containsTokenIgnoreCase(data, valueStart, valueLength, "close");
+        } else if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "date")) {
+            hasDate = true;
+        } else if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "server")) {
+            hasServer = true;
+        }
+        if (4 * count + 4 > offsets.length) offsets = Arrays.copyOf(offsets, offsets.length * 2);
+        offsets[4 * count] = nameStart;
+        offsets[4 * count + 1] = nameLength;
+        offsets[4 * count + 2] = valueStart;
+        offsets[4 * count + 3] = valueLength;
+        count++;
+        size = valueStart + valueLength;
+    }
+
+    private long parseLength(int start, int length, int nameStart, int nameLength) {
+        long value = 0;
+        int end = start + length;
+        while (start < end && data[start] == ' ') start++;
+        while (end > start && data[end - 1] == ' ') end--;
+        if (start == end || end - start > 18) throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, length));
+        for (int i = start; i < end; i++) {
+            byte b = data[i];
+            if (b < '0' || b > '9') throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, length));
+            value = value * 10 + (b - '0');
+        }
+        if (contentLength >= 0 && contentLength != value) throw new IllegalArgumentException("conflicting response Content-Length headers");
+        return value;
+    }
+
+    private String quoted(int start, int length) {
+        return "'" + new String(data, start, Math.min(length, 64), java.nio.charset.StandardCharsets.ISO_8859_1) + "'";
+    }
+
+    private void ensure(int more) {
+        if (size + more > data.length) data = Arrays.copyOf(data, Math.max(data.length * 2, size + more));
+    }
+}

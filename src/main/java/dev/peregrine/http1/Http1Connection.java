@@ -1,0 +1,534 @@
+package dev.peregrine.http1;
+
+import dev.peregrine.http.Application;
+import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.ops.AccessLog;
+import dev.peregrine.server.Connections;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.ByteToMessageDecoder;
+import io.netty.util.concurrent.ScheduledFuture;
+
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One HTTP/1.1 connection: parses request heads, hands each request to the application adapter,
+ * feeds it the body as it asks, and writes the response it gives. Requests on one connection are
+ * served one after the other, so pipelined requests are answered in order: the next head is not
+ * parsed before the current response is complete.
+ *
+ * <p>The channel does not read automatically. The connection reads when it needs a head, when the
+ * application asked for body, or (while a response is being produced) to notice the client leaving.
+ */
+public final class Http1Connection extends ChannelInboundHandlerAdapter {
+    /** Unread body smaller than this that is already buffered is skipped to keep the connection. */
+    private static final int SKIPPABLE_BODY = 64 * 1024;
+    /** How much pipelined input is buffered while a response is produced before reading pauses. */
+    private static final int READ_AHEAD = 64 * 1024;
+    /** Above this much queued response data, a sender is told to wait ({@link HttpExchange#writable}). */
+    private static final long QUEUED_HIGH_WATER = 256 * 1024;
+
+    private enum State { HEAD, BODY, RESPONDING, CLOSED }
+
+    private final Http1Settings settings;
+    private final Application application;
+    private final Connections connections;
+    private final RequestHeadParser parser;
+    private final ChunkedDecoder chunkedDecoder = new ChunkedDecoder(4096, 8192);
+
+    private ChannelHandlerContext ctx;
+    private ByteBuf input = Unpooled.EMPTY_BUFFER;
+    private State state = State.HEAD;
+    private Exchange current;
+    private boolean readPending;
+    private long lastProgress;
+    private long headStarted;
+    private ScheduledFuture<?> timer;
+    private boolean draining;
+
+    public Http1Connection(Http1Settings settings, Application application, Connections connections) {
+        this.settings = settings;
+        this.application = application;
+        this.connections = connections;
+        this.parser = new RequestHeadParser(settings.maxHeadSize());
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        lastProgress = System.nanoTime();
+        armTimer(tick());
+        read();
+        ctx.fireChannelActive();
+    }
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        readPending = false;
+        ByteBuf data = (ByteBuf) msg;
+        if (state == State.CLOSED) {
+            data.release();
+            return;
+        }
+        if (data.isReadable() && !input.isReadable() && state == State.HEAD) headStarted = System.nanoTime();
+        input = ByteToMessageDecoder.MERGE_CUMULATOR.cumulate(ctx.alloc(), input, data);
+        lastProgress = System.nanoTime();
+        advance();
+    }
+
+    @Override
+    public void channelReadComplete(ChannelHandlerContext ctx) {
+        ctx.flush();
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        state = State.CLOSED;
+        if (timer != null) timer.cancel(false);
+        input.release();
+        input = Unpooled.EMPTY_BUFFER;
+        Exchange exchange = current;
+        current = null;
+        if (exchange != null) exchange.cut();
+        ctx.fireChannelInactive();
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        // Resets and broken pipes end the connection like a close; nothing to report.
+        ctx.close();
+    }
+
+    @Override
+    public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+        if (ctx.channel().isWritable() && current != null) current.runWritableTasks();
+        ctx.fireChannelWritabilityChanged();
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+        if (evt == Connections.DrainEvent.INSTANCE) {
+            draining = true;
+            if (state == State.HEAD && !input.isReadable()) ctx.close();
+            return;
+        }
+        ctx.fireUserEventTriggered(evt);
+    }
+
+    /** Does whatever the current state allows with the input buffered so far. */
+    private void advance() {
+        while (state == State.HEAD) {
+            RequestHead head;
+            try {
+                head = parser.parse(input);
+            } catch (HttpParseException e) {
+                refuse(e.status(), e.getMessage());
+                return;
+            }
+            if (head == null) {
+                read();
+                return;
+            }
+            if (!begin(head)) return;
+        }
+        if (state == State.BODY) current.pump();
+        else if (state == State.RESPONDING) readAheadForClose();
+    }
+
+    /** Starts an exchange for a parsed head; false when the request was refused instead. */
+    private boolean begin(RequestHead head) {
+        if (head.contentLength() > settings.maxBody()) {
+            refuse(413, "request body larger than --max-body");
+            return false;
+        }
+        if (head.upgradeWebSocket()) {
+            // The WebSocket transport is not built yet: refuse the upgrade rather than serve it as plain HTTP.
+            refuse(501, "WebSocket is not supported");
+            return false;
+        }
+        Exchange exchange = new Exchange(head);
+        current = exchange;
+        state = State.BODY;
+        connections.requestStarted();
+        application.dispatch(exchange);
+        return true;
+    }
+
+    /** Answers a request the server itself rejects, and closes: after a framing error nothing that follows can be trusted. */
+    private void refuse(int status, String reason) {
+        state = State.CLOSED;
+        input.skipBytes(input.readableBytes());
+        ByteBuf out = ResponseEncoder.simple(ctx.alloc(), status, reason);
+        ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
+    }
+
+    private void read() {
+        if (!readPending && state != State.CLOSED) {
+            readPending = true;
+            ctx.read();
+        }
+    }
+
+    /** While a response is produced, keep one read outstanding so that a client that leaves is noticed. */
+    private void readAheadForClose() {
+        if (input.readableBytes() < READ_AHEAD) read();
+    }
+
+    /** Called when the response of {@code exchange} is complete: log, then serve the next request or close. */
+    private void finished(Exchange exchange, boolean keepAlive) {
+        connections.requestEnded();
+        if (settings.accessLog()) AccessLog.log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
+        if (current != exchange) return;
+        current = null;
+        if (!keepAlive || draining || !exchange.discardUnreadBody()) {
+            state = State.CLOSED;
+            ctx.flush();
+            ctx.close();
+            return;
+        }
+        state = State.HEAD;
+        chunkedDecoder.reset();
+        lastProgress = System.nanoTime();
+        if (input.isReadable()) headStarted = lastProgress;
+        if (input.isReadable()) {
+            advance();
+        } else {
+            input.discardReadBytes();
+            read();
+        }
+    }
+
+    // ---- timeouts: one timer per connection, re-armed lazily instead of per request ----
+
+    private long tick() {
+        long keepAlive = settings.keepAliveMillis() > 0 ? settings.keepAliveMillis() : Long.MAX_VALUE;
+        long request = settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : Long.MAX_VALUE;
+        long t = Math.min(keepAlive, request);
+        return t == Long.MAX_VALUE ? 1000 : Math.max(10, t);
+    }
+
+    private void armTimer(long millis) {
+        timer = ctx.executor().schedule(this::checkTimeouts, millis, TimeUnit.MILLISECONDS);
+    }
+
+    private void checkTimeouts() {
+        if (state == State.CLOSED) return;
+        long now = System.nanoTime();
+        long deadline = Long.MAX_VALUE;
+        boolean idle = state == State.HEAD && !input.isReadable();
+        if (idle) {
+            if (settings.keepAliveMillis() > 0) deadline = lastProgress + TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis());
+            if (now >= deadline) {
+                state = State.CLOSED;
+                ctx.close();
+                return;
+            }
+        } else if (settings.requestTimeoutMillis() > 0 && (state == State.HEAD || (state == State.BODY && current.waitingForClient()))) {
+            long since = state == State.HEAD ? headStarted : lastProgress;
+            deadline = since + TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMillis());
+            if (now >= deadline) {
+                timedOut();
+                return;
+            }
+        }
+        long wait = deadline == Long.MAX_VALUE ? tick() : Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - now) + 1);
+        armTimer(Math.min(wait, tick()));
+    }
+
+    /** A request stalled mid-message: 408 if nothing was answered yet, and close either way. */
+    private void timedOut() {
+        Exchange exchange = current;
+        if (exchange != null && exchange.headSent) {
+            state = State.CLOSED;
+            ctx.close();
+            return;
+        }
+        refuse(408, "request timed out");
+        if (exchange != null) {
+            current = null;
+            exchange.cut();
+        }
+    }
+
+    /** The transport side of one request. */
+    final class Exchange implements HttpExchange {
+        private final RequestHead head;
+        private final long startNanos = System.nanoTime();
+        private final AtomicLong queued = new AtomicLong();
+        private BodyReceiver receiver;
+        private boolean demanded;
+        private boolean bodyEnded;
+        private boolean endDelivered;
+        private long bodyRemaining;
+        private long bodyReceived;
+        private boolean continueSent;
+        private volatile boolean cut;
+        private boolean done;
+        // Response state, touched only on the I/O thread.
+        private boolean headSent;
+        private int status;
+        private long bytesSent;
+        private ResponseEncoder.Framing framing;
+        private boolean keepAlive;
+        private List<Runnable> writableTasks;
+
+        Exchange(RequestHead head) {
+            this.head = head;
+            this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
+            this.bodyEnded = !head.chunked() && bodyRemaining == 0;
+        }
+
+        @Override public HttpRequestHead head() { return head; }
+        @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
+        @Override public String scheme() { return settings.scheme(); }
+        @Override public InetSocketAddress remoteAddress() { return inet(ctx.channel().remoteAddress()); }
+        @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
+        @Override public boolean disconnected() { return cut; }
+
+        private static InetSocketAddress inet(SocketAddress address) {
+            return address instanceof InetSocketAddress inet ? inet : null;
+        }
+
+        public String method() { return head.method(); }
+
+        @Override
+        public void receiveBody(BodyReceiver receiver) {
+            this.receiver = receiver;
+            if (cut) receiver.onDisconnect();
+        }
+
+        @Override
+        public void demand() {
+            if (ctx.executor().inEventLoop()) {
+                demandOnLoop();
+            } else {
+                ctx.executor().execute(this::demandOnLoop);
+            }
+        }
+
+        private void demandOnLoop() {
+            if (cut || current != this) return;
+            demanded = true;
+            if (state == State.BODY) pump();
+        }
+
+        boolean waitingForClient() {
+            return demanded && !bodyEnded;
+        }
+
+        /** Delivers buffered body to the receiver while it has asked for some; reads when it needs more. */
+        void pump() {
+            while (demanded && receiver != null && current == this) {
+                if (bodyEnded) {
+                    if (!endDelivered) {
+                        endDelivered = true;
+                        demanded = false;
+                        state = State.RESPONDING;
+                        receiver.onBodyEnd();
+                        readAheadForClose();
+                    }
+                    return;
+                }
+                if (head.expectContinue() && !continueSent && head.http11()) {
+                    continueSent = true;
+                    ctx.writeAndFlush(ResponseEncoder.continueResponse());
+                }
+                if (!input.isReadable()) {
+                    read();
+                    return;
+                }
+                ByteBuf data;
+                if (head.chunked()) {
+                    List<ByteBuf> pieces = new ArrayList<>(2);
+                    try {
+                        bodyEnded = chunkedDecoder.decode(input, pieces);
+                    } catch (HttpParseException e) {
+                        pieces.forEach(ByteBuf::release);
+                        bodyError(e.status(), e.getMessage());
+                        return;
+                    }
+                    if (pieces.isEmpty()) continue;
+                    data = pieces.size() == 1 ? pieces.get(0) : ctx.alloc().compositeBuffer(pieces.size()).addComponents(true, pieces);
+                } else {
+                    int n = (int) Math.min(bodyRemaining, input.readableBytes());
+                    data = input.readRetainedSlice(n);
+                    bodyRemaining -= n;
+                    bodyEnded = bodyRemaining == 0;
+                }
+                bodyReceived += data.readableBytes();
+                if (bodyReceived > settings.maxBody()) {
+                    data.release();
+                    bodyError(413, "request body larger than --max-body");
+                    return;
+                }
+                demanded = false;
+                receiver.onBody(data);
+            }
+        }
+
+        /** The body broke its framing or its limit: answer it ourselves if we still can, and close. */
+        private void bodyError(int status, String reason) {
+            boolean answered = headSent;
+            current = null;
+            cut();
+            if (answered) {
+                state = State.CLOSED;
+                ctx.close();
+            } else {
+                refuse(status, reason);
+            }
+        }
+
+        /** The connection is gone or the exchange was cut: the application learns it, nothing more is written. */
+        void cut() {
+            if (cut) return;
+            cut = true;
+            if (!done) {
+                done = true;
+                connections.requestEnded();
+            }
+            if (receiver != null) receiver.onDisconnect();
+            runWritableTasks();
+        }
+
+        /**
+         * After the response, the part of the body the application did not read is still on the wire.
+         * Skips it when it is small and already here; false when the connection must close instead.
+         */
+        boolean discardUnreadBody() {
+            if (bodyEnded) return true;
+            if (head.chunked()) {
+                List<ByteBuf> pieces = new ArrayList<>();
+                try {
+                    boolean complete = chunkedDecoder.decode(input, pieces);
+                    return complete;
+                } catch (HttpParseException e) {
+                    return false;
+                } finally {
+                    pieces.forEach(ByteBuf::release);
+                }
+            }
+            if (bodyRemaining <= SKIPPABLE_BODY && input.readableBytes() >= bodyRemaining) {
+                input.skipBytes((int) bodyRemaining);
+                return true;
+            }
+            return false;
+        }
+
+        @Override
+        public void send(ResponseHead responseHead, ByteBuf body, boolean last) {
+            int size = body == null ? 0 : body.readableBytes();
+            queued.addAndGet(size);
+            if (ctx.executor().inEventLoop()) {
+                write(responseHead, body, last, size);
+            } else {
+                ctx.executor().execute(() -> write(responseHead, body, last, size));
+            }
+        }
+
+        private void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
+            queued.addAndGet(-size);
+            if (cut || done) {
+                if (body != null) body.release();
+                return;
+            }
+            ByteBufAllocator alloc = ctx.alloc();
+            ByteBuf out;
+            if (responseHead != null) {
+                status = responseHead.status();
+                framing = ResponseEncoder.framing(head, responseHead, last ? size : -1);
+                lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
+                keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
+                        && framing != ResponseEncoder.Framing.UNTIL_CLOSE;
+                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1);
+                headSent = true;
+            } else {
+                out = null;
+            }
+            ByteBuf framed = body == null ? null : framing.frame(alloc, body, this);
+            if (framed != null) bytesSent += framed.readableBytes();
+            if (last) {
+                ByteBuf trailer = framing.end(alloc, this);
+                if (framing.incomplete(this)) keepAlive = false; // fewer bytes than the declared Content-Length
+                out = append(alloc, out, framed);
+                out = append(alloc, out, trailer);
+                done = true;
+                boolean reuse = keepAlive;
+                if (out != null) ctx.writeAndFlush(out);
+                else ctx.flush();
+                finished(this, reuse);
+            } else {
+                out = append(alloc, out, framed);
+                if (out != null) ctx.writeAndFlush(out);
+            }
+        }
+
+        private ByteBuf append(ByteBufAllocator alloc, ByteBuf first, ByteBuf second) {
+            if (first == null) return second;
+            if (second == null) return first;
+            return alloc.compositeDirectBuffer(2).addComponents(true, first, second);
+        }
+
+        /** Bytes of the declared Content-Length not yet sent; maintained by the framing. */
+        long lengthLeft;
+
+        @Override
+        public void abort() {
+            if (ctx.executor().inEventLoop()) {
+                abortOnLoop();
+            } else {
+                ctx.executor().execute(this::abortOnLoop);
+            }
+        }
+
+        private void abortOnLoop() {
+            if (done && current != this) return;
+            boolean wasCurrent = current == this;
+            cut();
+            if (wasCurrent) {
+                current = null;
+                state = State.CLOSED;
+                ctx.close();
+            }
+        }
+
+        @Override
+        public boolean writable() {
+            return queued.get() < QUEUED_HIGH_WATER && ctx.channel().isWritable();
+        }
+
+        @Override
+        public void whenWritable(Runnable task) {
+            ctx.executor().execute(() -> {
+                if (cut || ctx.channel().isWritable()) {
+                    task.run();
+                } else {
+                    if (writableTasks == null) writableTasks = new ArrayList<>(1);
+                    writableTasks.add(task);
+                }
+            });
+        }
+
+        void runWritableTasks() {
+            List<Runnable> tasks = writableTasks;
+            writableTasks = null;
+            if (tasks != null) tasks.forEach(Runnable::run);
+        }
+    }
+}

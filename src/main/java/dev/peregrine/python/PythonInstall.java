@@ -1,0 +1,101 @@
+package dev.peregrine.python;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The interpreter the application was installed for, and the shared libpython that embeds it: the
+ * virtualenv of --venv, else $VIRTUAL_ENV (unless --no-auto-venv), else the python3 on PATH.
+ */
+public record PythonInstall(Path executable, Path library, String version, String prefix) {
+
+    /** Asked of the interpreter itself, so that pyenv shims and venvs resolve as they do for the user. */
+    private static final String PROBE = String.join("\n",
+            "import sys, sysconfig, os",
+            "print(sys.executable)",
+            "print('%d.%d.%d' % sys.version_info[:3])",
+            "print(sys.prefix)",
+            "print(sysconfig.get_config_var('Py_ENABLE_SHARED') or 0)",
+            "print(sysconfig.get_config_var('LIBDIR') or '')",
+            "print(sysconfig.get_config_var('LDLIBRARY') or '')",
+            "print(sysconfig.get_config_var('INSTSONAME') or '')");
+
+    /** Why an interpreter cannot be used; the message is the one line the user sees. */
+    public static final class Unusable extends RuntimeException {
+        public Unusable(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    public static PythonInstall locate(Path venv, boolean autoVenv, Map<String, String> environment) {
+        Path python;
+        if (venv != null) {
+            python = venvPython(venv, "--venv");
+        } else if (autoVenv && environment.get("VIRTUAL_ENV") != null && !environment.get("VIRTUAL_ENV").isBlank()) {
+            python = venvPython(Path.of(environment.get("VIRTUAL_ENV")), "VIRTUAL_ENV");
+        } else {
+            python = onPath(environment.getOrDefault("PATH", ""));
+        }
+        return probe(python);
+    }
+
+    private static Path venvPython(Path venv, String source) {
+        for (String name : List.of("bin/python3", "bin/python")) {
+            Path candidate = venv.resolve(name);
+            if (Files.isExecutable(candidate)) return candidate.toAbsolutePath();
+        }
+        throw new Unusable(source + " " + venv + " is not a virtualenv: it has no bin/python3");
+    }
+
+    private static Path onPath(String path) {
+        for (String dir : path.split(":")) {
+            if (dir.isEmpty()) continue;
+            Path candidate = Path.of(dir, "python3");
+            if (Files.isExecutable(candidate)) return candidate;
+        }
+        throw new Unusable("no python3 on PATH: install Python 3.10 or newer, or point --venv at a virtualenv");
+    }
+
+    static PythonInstall probe(Path python) {
+        List<String> lines;
+        try {
+            Process process = new ProcessBuilder(python.toString(), "-I", "-c", PROBE)
+                    .redirectErrorStream(true).start();
+            process.getOutputStream().close();
+            String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (!process.waitFor(30, TimeUnit.SECONDS) || process.exitValue() != 0) {
+                throw new Unusable(python + " did not run: " + out.strip().lines().reduce((a, b) -> b).orElse(""));
+            }
+            lines = out.lines().toList();
+        } catch (IOException e) {
+            throw new Unusable("cannot run " + python + ": " + e.getMessage());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new Unusable("interrupted while asking " + python + " about itself");
+        }
+        if (lines.size() < 7) throw new Unusable(python + " gave an unexpected answer about itself");
+        Path executable = Path.of(lines.get(0));
+        String version = lines.get(1);
+        String[] parts = version.split("\\.");
+        int major = Integer.parseInt(parts[0]), minor = Integer.parseInt(parts[1]);
+        if (major != 3 || minor < 10) {
+            throw new Unusable(executable + " is Python " + version + "; Peregrine needs CPython 3.10 or newer");
+        }
+        if (!"1".equals(lines.get(3).strip())) {
+            throw new Unusable(executable + " (Python " + version + ") was built without a shared libpython, so it cannot be embedded;"
+                    + " use a Python built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared)");
+        }
+        Path libdir = Path.of(lines.get(4));
+        for (String name : List.of(lines.get(5), lines.get(6), "libpython" + major + "." + minor + ".so")) {
+            if (name.isBlank() || !name.contains(".so")) continue;
+            Path library = libdir.resolve(name);
+            if (Files.exists(library)) return new PythonInstall(executable, library, version, lines.get(2));
+        }
+        throw new Unusable(executable + " (Python " + version + ") names no shared libpython that exists in " + libdir);
+    }
+}

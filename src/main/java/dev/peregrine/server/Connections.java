@@ -1,0 +1,55 @@
+package dev.peregrine.server;
+
+import io.netty.channel.Channel;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.util.concurrent.GlobalEventExecutor;
+
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The live connections and requests of this worker: what --max-connections counts, and what a drain
+ * waits for.
+ */
+public final class Connections {
+    private final int maxConnections;
+    private final ChannelGroup channels = new DefaultChannelGroup("connections", GlobalEventExecutor.INSTANCE);
+    private final AtomicInteger open = new AtomicInteger();
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private volatile boolean draining;
+
+    public Connections(int maxConnections) {
+        this.maxConnections = maxConnections;
+    }
+
+    /** Registers a new connection; false when the server is full or draining (the caller closes it). */
+    public boolean admit(Channel channel) {
+        if (draining) return false;
+        if (open.incrementAndGet() > maxConnections) {
+            open.decrementAndGet();
+            return false;
+        }
+        channels.add(channel);
+        channel.closeFuture().addListener(f -> open.decrementAndGet());
+        return true;
+    }
+
+    public void requestStarted() { inFlight.incrementAndGet(); }
+    public void requestEnded() { inFlight.decrementAndGet(); }
+    public int inFlight() { return inFlight.get(); }
+    public int open() { return open.get(); }
+    public boolean draining() { return draining; }
+
+    /** From now on responses close their connections and idle ones are closed by their handlers. */
+    public void startDraining() {
+        draining = true;
+        channels.forEach(channel -> channel.pipeline().fireUserEventTriggered(DrainEvent.INSTANCE));
+    }
+
+    public void closeAll() {
+        channels.close().awaitUninterruptibly();
+    }
+
+    /** Tells each connection that the server drains: close when idle, finish what is in flight. */
+    public enum DrainEvent { INSTANCE }
+}

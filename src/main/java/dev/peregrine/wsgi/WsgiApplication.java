@@ -1,0 +1,330 @@
+package dev.peregrine.wsgi;
+
+import dev.peregrine.app.ServedApplication;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.python.NativeBuffers;
+import dev.peregrine.python.NativeFunction;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonException;
+import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.python.PythonRaise;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.PooledByteBufAllocator;
+import org.jboss.logging.Logger;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+
+/**
+ * Serves a PEP 3333 application on {@code --wsgi-threads} platform threads. Each takes a request whose
+ * head (and small body) has arrived, calls the application with the GIL held, and writes each block
+ * it yields before asking for the next. {@code start_response}, {@code write} and the streaming
+ * {@code wsgi.input} are built-in functions implemented here; they find their request through the
+ * thread that calls them.
+ */
+public final class WsgiApplication implements ServedApplication {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+    private static final WsgiRequest STOP = new WsgiRequest(null, r -> {});
+    private static final ByteBufAllocator ALLOC = PooledByteBufAllocator.DEFAULT;
+
+    private final PythonInterpreter interpreter;
+    private final MemorySegment app;
+    private final String rootPath;
+    private final int threads;
+    private final BlockingQueue<WsgiRequest> queue = new LinkedBlockingQueue<>();
+    private final ThreadLocal<WsgiRequest> current = new ThreadLocal<>();
+    private final List<Thread> workers = new ArrayList<>();
+
+    private EnvironBuilder environs;
+    private MemorySegment startResponse;
+    private MemorySegment write;
+    private MemorySegment bytesIO;
+    private MemorySegment streamingInput;
+    private MemorySegment closeName;
+
+    public WsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, int threads) {
+        this.interpreter = interpreter;
+        this.app = app;
+        this.rootPath = rootPath;
+        this.threads = threads;
+        interpreter.define("wsgi_start_response", this::startResponse);
+        interpreter.define("wsgi_write", args -> {
+            MemorySegment data = Py.bytesLikeOf(args.get(0));
+            if (data == null) throw new PythonRaise(Py.ExcTypeError, "write() takes bytes");
+            WsgiRequest request = request();
+            if (request.head == null) throw new PythonRaise(Py.ExcRuntimeError, "write() called before start_response()");
+            if (data.byteSize() > 0 || !request.headSent) request.send(copy(data), false);
+            return null;
+        });
+        interpreter.define("wsgi_read", args -> {
+            int max = (int) Math.min(Integer.MAX_VALUE, Py.toLong(args.get(0)));
+            ByteBuf data = request().read(max, ALLOC);
+            try {
+                return NativeBuffers.toBytes(data);
+            } finally {
+                data.release();
+            }
+        });
+    }
+
+    @Override
+    public void prepare() {
+        MemorySegment glue = Py.importModule("peregrine._wsgi");
+        MemorySegment fileWrapper = Py.getAttr(glue, "FileWrapper");
+        streamingInput = Py.getAttr(glue, "Input");
+        Py.decRef(glue);
+        MemorySegment io = Py.importModule("io");
+        bytesIO = Py.getAttr(io, "BytesIO");
+        Py.decRef(io);
+        MemorySegment sys = Py.importModule("sys");
+        MemorySegment stderr = Py.getAttr(sys, "stderr");
+        Py.decRef(sys);
+        MemorySegment nativeModule = Py.importModule("peregrine._native");
+        startResponse = Py.getAttr(nativeModule, "wsgi_start_response");
+        write = Py.getAttr(nativeModule, "wsgi_write");
+        Py.decRef(nativeModule);
+        closeName = Py.internedStr("close");
+        environs = new EnvironBuilder(rootPath, threads > 1, stderr, fileWrapper);
+        Py.decRef(stderr);
+        Py.decRef(fileWrapper);
+    }
+
+    @Override
+    public String start() {
+        for (int i = 1; i <= threads; i++) {
+            Thread worker = new Thread(null, this::serve, "wsgi-" + i, 16L << 20);
+            worker.start();
+            workers.add(worker);
+        }
+        return threads == 1 ? "1 thread" : threads + " threads";
+    }
+
+    @Override
+    public void stop(long timeoutMillis) throws InterruptedException {
+        for (int i = 0; i < workers.size(); i++) queue.add(STOP);
+        for (Thread worker : workers) worker.join(timeoutMillis);
+    }
+
+    @Override
+    public void dispatch(HttpExchange exchange) {
+        WsgiRequest request = new WsgiRequest(exchange, queue::add);
+        exchange.receiveBody(request);
+        request.readAhead();
+    }
+
+    private WsgiRequest request() {
+        WsgiRequest request = current.get();
+        if (request == null) throw new PythonRaise(Py.ExcRuntimeError, "no WSGI request is running on this thread");
+        return request;
+    }
+
+    private void serve() {
+        PythonInterpreter.pinThreadState();
+        while (true) {
+            WsgiRequest request;
+            try {
+                request = queue.take();
+            } catch (InterruptedException e) {
+                return;
+            }
+            if (request == STOP) return;
+            int gil = PythonInterpreter.acquire();
+            current.set(request);
+            try {
+                handle(request);
+            } catch (RuntimeException e) {
+                LOG.error("Error in the WSGI bridge", e);
+                request.exchange().abort();
+            } finally {
+                current.remove();
+                request.releaseBody();
+                PythonInterpreter.release(gil);
+            }
+        }
+    }
+
+    private void handle(WsgiRequest request) {
+        MemorySegment environ = environs.build(request.exchange(), input(request));
+        MemorySegment result = Py.callRaw(app, environ, startResponse);
+        Py.decRef(environ);
+        if (result.address() == 0) {
+            failed(request, PythonException.fetch());
+            return;
+        }
+        try {
+            writeResult(request, result);
+        } catch (PythonException e) {
+            failed(request, e);
+        } finally {
+            close(result, request);
+            Py.decRef(result);
+        }
+    }
+
+    private MemorySegment input(WsgiRequest request) {
+        ByteBuf[] body = request.completeBody();
+        if (body == null) return Py.call(streamingInput);
+        if (body.length == 0) return Py.call(bytesIO);
+        ByteBuf whole = body.length == 1 ? body[0] : ALLOC.compositeBuffer(body.length).addComponents(true, body);
+        try {
+            MemorySegment bytes = NativeBuffers.toBytes(whole);
+            MemorySegment stream = Py.call(bytesIO, bytes);
+            Py.decRef(bytes);
+            return stream;
+        } finally {
+            whole.release();
+        }
+    }
+
+    /**
+     * A list or tuple is written in one go, every part of it being in hand; any other iterable one
+     * block at a time, each reaching the socket before the next is asked for.
+     */
+    private void writeResult(WsgiRequest request, MemorySegment result) {
+        if (Py.isListOrTuple(result)) {
+            ByteBuf all = null;
+            for (long i = 0, n = Py.fastSize(result); i < n; i++) {
+                MemorySegment block = block(Py.fastItem(result, i));
+                if (block.byteSize() == 0) continue;
+                ByteBuf data = copy(block);
+                all = all == null ? data : ALLOC.compositeDirectBuffer().addComponents(true, all, data);
+            }
+            finish(request, all);
+            return;
+        }
+        MemorySegment iterator = Py.getIter(result);
+        try {
+            MemorySegment item;
+            while (!request.clientGone() && (item = Py.next(iterator)) != null) {
+                try {
+                    MemorySegment block = block(item);
+                    if (block.byteSize() > 0) {
+                        requireStarted(request);
+                        request.send(copy(block), false);
+                    }
+                } finally {
+                    Py.decRef(item);
+                }
+            }
+        } finally {
+            Py.decRef(iterator);
+        }
+        if (!request.clientGone()) finish(request, null);
+    }
+
+    private static MemorySegment block(MemorySegment item) {
+        MemorySegment block = Py.bytesLikeOf(item);
+        if (block == null) throw new PythonException("TypeError", "TypeError: the WSGI application yielded "
+                + Py.str(Py.typeOf(item)) + " instead of bytes", "");
+        return block;
+    }
+
+    private static void requireStarted(WsgiRequest request) {
+        if (request.head == null) throw new PythonException("RuntimeError", "RuntimeError: the WSGI application produced a body without calling start_response()", "");
+    }
+
+    private static void finish(WsgiRequest request, ByteBuf last) {
+        if (request.complete) return;
+        try {
+            requireStarted(request);
+        } catch (PythonException e) {
+            if (last != null) last.release();
+            throw e;
+        }
+        request.send(last, true);
+    }
+
+    private static ByteBuf copy(MemorySegment data) {
+        return NativeBuffers.fromNative(ALLOC, data);
+    }
+
+    /** PEP 3333: close() is called whatever happened, also when the client went away. */
+    private void close(MemorySegment result, WsgiRequest request) {
+        MemorySegment close = Py.getAttrOrNull(result, closeName);
+        if (close == null) return;
+        MemorySegment r = Py.callRaw(close);
+        Py.decRef(close);
+        if (r.address() == 0) {
+            failed(request, PythonException.fetch());
+        } else {
+            Py.decRef(r);
+        }
+    }
+
+    private static void failed(WsgiRequest request, PythonException error) {
+        LOG.error("Exception in WSGI application\n" + (error.traceback().isEmpty() ? error.getMessage() : error.traceback()));
+        if (request.complete) return;
+        if (!request.headSent && !request.clientGone()) {
+            request.head = new ResponseHead(500);
+            request.head.add("content-type", "text/plain; charset=utf-8");
+            ByteBuf text = ALLOC.directBuffer(32);
+            text.writeCharSequence("Internal Server Error", StandardCharsets.US_ASCII);
+            request.send(text, true);
+        } else {
+            request.complete = true;
+            request.exchange().abort();
+        }
+    }
+
+    /** {@code start_response(status, headers, exc_info=None)}, returning {@code write}. */
+    private MemorySegment startResponse(NativeFunction.Arguments args) {
+        WsgiRequest request = request();
+        MemorySegment excInfo = args.optional(2);
+        if (excInfo != null && !Py.isNone(excInfo)) {
+            if (request.headSent) {
+                if (!Py.isListOrTuple(excInfo) || Py.fastSize(excInfo) != 3) throw new PythonRaise(Py.ExcTypeError, "exc_info must be a 3-tuple");
+                Py.restoreError(Py.fastItem(excInfo, 0), Py.fastItem(excInfo, 1), Py.fastItem(excInfo, 2));
+                throw PythonRaise.pending();
+            }
+        } else if (request.head != null) {
+            throw new PythonRaise(Py.ExcRuntimeError, "start_response() called a second time without exc_info");
+        }
+        request.head = responseHead(args.get(0), args.get(1));
+        return Py.newRef(write);
+    }
+
+    private static ResponseHead responseHead(MemorySegment status, MemorySegment headers) {
+        if (!Py.isInstance(status, Py.UnicodeType)) throw new PythonRaise(Py.ExcTypeError, "the status must be a str such as '200 OK'");
+        String text = Py.toJavaString(status);
+        if (text.length() < 3 || !Character.isDigit(text.charAt(0)) || !Character.isDigit(text.charAt(1))
+                || !Character.isDigit(text.charAt(2)) || (text.length() > 3 && text.charAt(3) != ' ')) {
+            throw new PythonRaise(Py.ExcValueError, "invalid WSGI status '" + text + "': it must be three digits, a space and a reason");
+        }
+        ResponseHead head;
+        try {
+            head = new ResponseHead(Integer.parseInt(text.substring(0, 3)));
+        } catch (IllegalArgumentException e) {
+            throw new PythonRaise(Py.ExcValueError, e.getMessage());
+        }
+        if (!Py.isListOrTuple(headers)) throw new PythonRaise(Py.ExcTypeError, "the response headers must be a list of (name, value) tuples");
+        for (long i = 0, n = Py.fastSize(headers); i < n; i++) {
+            MemorySegment pair = Py.fastItem(headers, i);
+            if (!Py.isListOrTuple(pair) || Py.fastSize(pair) != 2) {
+                throw new PythonRaise(Py.ExcTypeError, "each response header must be a (name, value) tuple");
+            }
+            MemorySegment name = nativeString(Py.fastItem(pair, 0)), value = nativeString(Py.fastItem(pair, 1));
+            try {
+                head.add(Py.bufferOf(name), Py.bufferOf(value));
+            } catch (IllegalArgumentException e) {
+                throw new PythonRaise(Py.ExcValueError, e.getMessage());
+            } finally {
+                Py.decRef(name);
+                Py.decRef(value);
+            }
+        }
+        return head;
+    }
+
+    /** A header name or value as bytes: str is encoded as ISO-8859-1, as PEP 3333 defines native strings. */
+    private static MemorySegment nativeString(MemorySegment object) {
+        if (Py.isInstance(object, Py.UnicodeType)) return Py.latin1Bytes(object);
+        if (Py.bytesLikeOf(object) != null) return Py.newRef(object);
+        throw new PythonRaise(Py.ExcTypeError, "response header names and values must be str");
+    }
+}

@@ -1,0 +1,169 @@
+package dev.peregrine.wsgi;
+
+import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.python.PythonInterpreter;
+import io.netty.buffer.ByteBuf;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.concurrent.CountDownLatch;
+import java.util.function.Consumer;
+
+/**
+ * One WSGI request. Its body is read ahead on the I/O thread up to {@link #READ_AHEAD} before the
+ * application is called, so that a slow upload holds a connection rather than a WSGI thread; the rest
+ * of a larger body is read as {@code wsgi.input} asks for it, the WSGI thread waiting without the GIL.
+ */
+final class WsgiRequest implements BodyReceiver {
+    static final int READ_AHEAD = 64 * 1024;
+
+    private final HttpExchange exchange;
+    private final Consumer<WsgiRequest> ready;
+    private final ArrayDeque<ByteBuf> body = new ArrayDeque<>(2);
+    private int buffered;
+    private boolean bodyEnded;
+    private boolean disconnected;
+    private boolean dispatched;
+    private boolean demanding;
+
+    // The response, touched only by the WSGI thread that runs the request.
+    ResponseHead head;
+    boolean headSent;
+    boolean complete;
+
+    WsgiRequest(HttpExchange exchange, Consumer<WsgiRequest> ready) {
+        this.exchange = exchange;
+        this.ready = ready;
+    }
+
+    HttpExchange exchange() { return exchange; }
+
+    // ---- I/O thread ----
+
+    void readAhead() {
+        synchronized (this) {
+            demanding = true;
+        }
+        exchange.demand();
+    }
+
+    @Override
+    public void onBody(ByteBuf data) {
+        boolean dispatchNow = false, demandMore = false;
+        synchronized (this) {
+            demanding = false;
+            body.add(data);
+            buffered += data.readableBytes();
+            if (!dispatched) {
+                if (buffered >= READ_AHEAD) dispatchNow = dispatched = true;
+                else demandMore = demanding = true;
+            }
+            notifyAll();
+        }
+        if (demandMore) exchange.demand();
+        if (dispatchNow) ready.accept(this);
+    }
+
+    @Override
+    public void onBodyEnd() {
+        boolean dispatchNow;
+        synchronized (this) {
+            bodyEnded = true;
+            dispatchNow = !dispatched;
+            dispatched = true;
+            notifyAll();
+        }
+        if (dispatchNow) ready.accept(this);
+    }
+
+    @Override
+    public void onDisconnect() {
+        synchronized (this) {
+            disconnected = true;
+            dispatched = true; // a request whose client left before it was dispatched is not run
+            notifyAll();
+        }
+    }
+
+    // ---- WSGI thread ----
+
+    /** The whole body when it was read ahead completely, else null (then wsgi.input streams it). */
+    synchronized ByteBuf[] completeBody() {
+        if (!bodyEnded) return null;
+        ByteBuf[] pieces = body.toArray(new ByteBuf[0]);
+        body.clear();
+        buffered = 0;
+        return pieces;
+    }
+
+    /**
+     * Up to {@code max} bytes of body (all of it when max is negative), waiting for the client with
+     * the GIL released; an empty result is the end of the body.
+     */
+    ByteBuf read(int max, io.netty.buffer.ByteBufAllocator alloc) {
+        ByteBuf out = alloc.heapBuffer();
+        MemorySegment released = null;
+        try {
+            synchronized (this) {
+                while (max < 0 || out.readableBytes() < max) {
+                    ByteBuf piece = body.peek();
+                    if (piece != null) {
+                        int want = max < 0 ? piece.readableBytes() : Math.min(piece.readableBytes(), max - out.readableBytes());
+                        out.writeBytes(piece, want);
+                        buffered -= want;
+                        if (!piece.isReadable()) body.poll().release();
+                        if (max >= 0) break;
+                        continue;
+                    }
+                    if (bodyEnded || disconnected) break;
+                    if (out.isReadable() && max >= 0) break;
+                    if (!demanding) {
+                        demanding = true;
+                        exchange.demand();
+                    }
+                    if (released == null) released = PythonInterpreter.saveThread();
+                    try {
+                        wait();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        break;
+                    }
+                }
+            }
+        } finally {
+            if (released != null) PythonInterpreter.restoreThread(released);
+        }
+        return out;
+    }
+
+    /** Sends the head (first time) and a block; waits without the GIL while the client is not reading. */
+    void send(ByteBuf data, boolean last) {
+        ResponseHead toSend = headSent ? null : head;
+        headSent = true;
+        if (last) complete = true;
+        exchange.send(toSend, data, last);
+        if (!last && !exchange.writable()) {
+            CountDownLatch writable = new CountDownLatch(1);
+            exchange.whenWritable(writable::countDown);
+            MemorySegment released = PythonInterpreter.saveThread();
+            try {
+                writable.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                PythonInterpreter.restoreThread(released);
+            }
+        }
+    }
+
+    boolean clientGone() {
+        return exchange.disconnected();
+    }
+
+    synchronized void releaseBody() {
+        for (ByteBuf piece : body) piece.release();
+        body.clear();
+    }
+}

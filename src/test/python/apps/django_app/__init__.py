@@ -1,0 +1,1 @@
+"""A minimal Django project: one settings module, no database."""

@@ -1,0 +1,10 @@
+SECRET_KEY = "peregrine-e2e-tests-not-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+ROOT_URLCONF = "django_app.urls"
+INSTALLED_APPS = []
+MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+DATABASES = {}
+USE_TZ = True
+APPEND_SLASH = False
+LOGGING_CONFIG = None

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.info),
+    path("info/<path:rest>", views.info),
+    path("post", views.post_data),
+]

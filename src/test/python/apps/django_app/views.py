@@ -1,0 +1,24 @@
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+
+def info(request, rest=""):
+    return JsonResponse(
+        {
+            "path": request.path,
+            "method": request.method,
+            "query": request.GET.dict(),
+            "script_name": request.META.get("SCRIPT_NAME", ""),
+        }
+    )
+
+
+@csrf_exempt
+def post_data(request):
+    return JsonResponse(
+        {
+            "method": request.method,
+            "post": {k: request.POST.getlist(k) for k in request.POST},
+            "content_type": request.content_type,
+        }
+    )

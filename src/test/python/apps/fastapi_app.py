@@ -1,0 +1,81 @@
+"""A FastAPI application for Peregrine's end-to-end tests (CPython 3.11 here:
+pydantic-core has no wheel for the other interpreters on this machine)."""
+
+import asyncio
+import os
+import threading
+from contextlib import asynccontextmanager
+from typing import List, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+
+
+def _marker(line):
+    path = os.environ.get("PEREGRINE_TEST_MARKER")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+@asynccontextmanager
+async def lifespan(app):
+    app.state.started = True
+    app.state.greeting = "hello from lifespan"
+    _marker("startup")
+    yield
+    _marker("shutdown")
+
+
+app = FastAPI(lifespan=lifespan)
+
+
+class Item(BaseModel):
+    name: str
+    price: float
+    tags: List[str] = []
+
+
+@app.get("/")
+async def root():
+    return {"hello": "fastapi"}
+
+
+@app.get("/items/{item_id}")
+async def read_item(item_id: int, q: Optional[str] = None, limit: int = 10):
+    return {"item_id": item_id, "q": q, "limit": limit}
+
+
+@app.post("/items")
+async def create_item(item: Item):
+    return {"received": item.model_dump(), "total": item.price * 2}
+
+
+@app.get("/stream")
+async def stream(n: int = 5):
+    async def gen():
+        for i in range(n):
+            yield "line %d\n" % i
+            await asyncio.sleep(0)
+
+    return StreamingResponse(gen(), media_type="text/plain")
+
+
+@app.get("/sync")
+def sync_endpoint(x: int = 0):
+    # A plain def endpoint: FastAPI runs it in an anyio worker thread.
+    return {"thread": threading.current_thread().name, "ident": threading.get_ident(), "x": x * 2}
+
+
+@app.get("/async-thread")
+async def async_thread():
+    return {"thread": threading.current_thread().name, "ident": threading.get_ident()}
+
+
+@app.get("/state")
+async def state(request: Request):
+    return {
+        "started": getattr(request.app.state, "started", False),
+        "greeting": getattr(request.app.state, "greeting", None),
+    }

@@ -1,0 +1,368 @@
+"""HTTP/1.1 behaviour on the wire, for an ASGI and a WSGI application, and the
+listener / limit options (--host, --port, --unix, --backlog, --max-connections,
+--max-body, --max-header-size, --keep-alive, --request-timeout)."""
+
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import HELLO, RawConn, poll
+
+KINDS = ["asgi", "wsgi"]
+STREAM3 = b"chunk 0\nchunk 1\nchunk 2\n"
+
+
+def chunked(*parts, extension=None, trailers=()):
+    out = b""
+    for p in parts:
+        size = b"%x" % len(p)
+        if extension:
+            size += extension
+        out += size + b"\r\n" + p + b"\r\n"
+    out += b"0\r\n"
+    for name, value in trailers:
+        out += name + b": " + value + b"\r\n"
+    return out + b"\r\n"
+
+
+# ---------------------------------------------------------------------------
+# Connections and framing
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_keep_alive_two_requests_on_one_connection(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        first = c.request("GET", "/")
+        assert first.status == 200
+        assert first.body == HELLO[kind]
+        assert not first.has_token("connection", "close")
+        second = c.request("GET", "/status/201")
+        assert second.status == 201
+        assert second.body == b"status 201"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "asgi",
+        # gunicorn's gthread worker goes back to its poller after a response
+        # and never looks at pipelined bytes it has already read: it hangs.
+        pytest.param("wsgi", marks=pytest.mark.peregrine_only),
+    ],
+)
+def test_pipelining_three_requests_in_one_write(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(
+            RawConn.request_bytes("GET", "/status/201")
+            + RawConn.request_bytes("POST", "/echo", body=b"the middle one")
+            + RawConn.request_bytes("GET", "/status/203")
+        )
+        responses = [c.read_response() for _ in range(3)]
+    assert [r.status for r in responses] == [201, 200, 203]
+    assert [r.body for r in responses] == [b"status 201", b"the middle one", b"status 203"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_chunked_request_body(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(
+            b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunked(b"hello ", b"chunked ", b"world")
+        )
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == b"hello chunked world"
+        # the connection is still usable: the body was consumed exactly
+        assert c.request("GET", "/status/202").status == 202
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_chunked_request_body_with_extensions_and_trailers(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(
+            b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunked(b"abc", b"defgh", extension=b";name=value", trailers=[(b"X-Trailer", b"t")])
+        )
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == b"abcdefgh"
+        assert c.request("GET", "/status/202").status == 202
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_large_chunked_request_body(raw_servers, kind):
+    server = raw_servers(kind)
+    parts = [bytes([65 + i % 26]) * 8191 for i in range(40)]
+    with server.raw(timeout=30) as c:
+        c.send(
+            b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(*parts)
+        )
+        r = c.read_response()
+    assert r.status == 200
+    assert r.body == b"".join(parts)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_streaming_response_is_chunked_for_http11(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        r = c.request("GET", "/stream?n=3")
+        assert r.status == 200
+        assert r.header("content-length") is None
+        assert r.framing == "chunked"
+        assert r.body == STREAM3
+        # chunked framing keeps the connection usable
+        assert c.request("GET", "/status/202").status == 202
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_expect_100_continue(raw_servers, kind):
+    server = raw_servers(kind)
+    body = b"0123456789" * 100
+    with server.raw() as c:
+        c.send(
+            b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+            % len(body)
+        )
+        # the body is not sent until the server has said to go on
+        interim = c.read_head(skip_interim=False)
+        assert interim.status == 100, interim
+        assert interim.version == "HTTP/1.1"
+        c.send(body)
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == body
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_head_has_headers_and_no_body(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        get = c.request("GET", "/")
+        head = c.request("HEAD", "/")
+        assert head.status == 200
+        assert head.header("content-length") == get.header("content-length") == str(len(HELLO[kind]))
+        assert head.header("content-type") == get.header("content-type")
+        # no body bytes followed the HEAD response: the next one parses cleanly
+        nxt = c.request("GET", "/status/202")
+        assert nxt.status == 202
+        assert nxt.body == b"status 202"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_http10_client_gets_close_delimited_body(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(b"GET /stream?n=3 HTTP/1.0\r\n\r\n")
+        r = c.read_head()
+        assert r.status == 200
+        assert r.version in ("HTTP/1.0", "HTTP/1.1")
+        assert r.header("transfer-encoding") is None
+        data = c.read_until_close(timeout=5)
+    if r.header("content-length") is not None:
+        assert int(r.header("content-length")) == len(data)
+    assert data == STREAM3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_http10_connection_closed_after_response(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(b"GET / HTTP/1.0\r\n\r\n")
+        r = c.read_head()
+        assert r.status == 200
+        assert r.header("transfer-encoding") is None
+        data = c.read_until_close(timeout=5)
+    assert data == HELLO[kind]
+
+
+# ---------------------------------------------------------------------------
+# Listener options
+
+
+def test_host_and_port(start_server):
+    from conftest import free_port
+
+    port = free_port()
+    server = start_server("raw_asgi:app", "--host", "127.0.0.1", "--port", port)
+    assert server.port == port
+    r = server.get("/")
+    assert r.status_code == 200
+    assert r.text == "hello, asgi"
+    scope = server.get("/scope").json()
+    assert scope["server"] == ["127.0.0.1", port]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unix_socket(start_server, kind):
+    sock_dir = Path(tempfile.mkdtemp(prefix="pgx"))
+    path = str(sock_dir / "peregrine.sock")
+    server = start_server("raw_%s:app" % kind, "--unix", path)
+    assert Path(path).is_socket()
+    r = server.get("/")
+    assert r.status_code == 200
+    assert r.content == HELLO[kind]
+    r = server.post("/echo", content=b"over a unix socket")
+    assert r.content == b"over a unix socket"
+    with server.raw() as c:
+        assert c.request("GET", "/status/201").status == 201
+
+
+def test_backlog_accepted(start_server):
+    server = start_server("raw_asgi:app", "--backlog", "16")
+    assert server.get("/").text == "hello, asgi"
+
+
+# ---------------------------------------------------------------------------
+# Limits
+
+
+def _closed_without_response(server):
+    """Open a connection and send a request: True when the server refuses the
+    connection or closes it without answering."""
+    try:
+        c = server.raw(timeout=5)
+    except ConnectionRefusedError:
+        return True
+    with c:
+        try:
+            c.send_request("GET", "/")
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+        data = c.read_until_close(timeout=5)
+        assert data == b"", "the connection over the limit was answered: %r" % data[:200]
+        return True
+
+
+@pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
+def test_max_connections(start_server):
+    server = start_server("raw_asgi:app", "--max-connections", "2")
+    c1 = server.raw()
+    c2 = server.raw()
+    try:
+        assert c1.request("GET", "/").status == 200
+        assert c2.request("GET", "/").status == 200
+        assert _closed_without_response(server)
+        # the first two still work
+        assert c1.request("GET", "/status/201").status == 201
+        assert c2.request("GET", "/status/202").status == 202
+        # a connection slot that is given back can be used again
+        c1.close()
+
+        def served():
+            try:
+                with server.raw(timeout=5) as c:
+                    return c.request("GET", "/status/203").status == 203
+            except (OSError, AssertionError):
+                return False
+
+        assert poll(served, timeout=10, interval=0.2), "no new connection was served after one closed"
+    finally:
+        c1.close()
+        c2.close()
+
+
+@pytest.mark.peregrine_only  # neither uvicorn nor gunicorn limits the body size
+@pytest.mark.parametrize("kind", KINDS)
+def test_max_body(start_server, kind):
+    server = start_server("raw_%s:app" % kind, "--max-body", "1000")
+    with server.raw() as c:
+        r = c.request("POST", "/echo", body=b"a" * 1000)
+        assert r.status == 200, "a body of exactly --max-body bytes is accepted"
+        assert r.body == b"a" * 1000
+    with server.raw() as c:
+        r = c.request("POST", "/echo", body=b"b" * 2000)
+        assert r.status == 413
+    with server.raw() as c:
+        c.send(
+            b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunked(*[b"c" * 500] * 4)
+        )
+        r = c.read_response()
+        assert r.status == 413
+    # and the server goes on serving
+    assert server.get("/").status_code == 200
+
+
+@pytest.mark.peregrine_only  # uvicorn/h11 and gunicorn answer 400 for an oversized head
+@pytest.mark.parametrize("kind", KINDS)
+def test_max_header_size(start_server, kind):
+    server = start_server("raw_%s:app" % kind, "--max-header-size", "1024")
+    with server.raw() as c:
+        r = c.request("GET", "/", headers=[("X-Small", "s" * 200)])
+        assert r.status == 200
+    with server.raw() as c:
+        r = c.request("GET", "/", headers=[("X-Big", "b" * 2000)])
+        assert r.status == 431
+    assert server.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_keep_alive_timeout_closes_idle_connection(start_server, kind):
+    server = start_server("raw_%s:app" % kind, "--keep-alive", "500")
+    with server.raw() as c:
+        r = c.request("GET", "/")
+        assert r.status == 200
+        assert not r.has_token("connection", "close")
+        c.expect_closed(timeout=5)
+
+
+@pytest.mark.peregrine_only  # uvicorn has no request timeout; gunicorn's --timeout kills the worker instead
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_timeout_on_partial_head(start_server, kind):
+    server = start_server("raw_%s:app" % kind, "--request-timeout", "1000")
+    with server.raw() as c:
+        c.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the head never ends
+        r = c.read_response(timeout=10)
+        assert r.status == 408
+        c.expect_closed(timeout=5)
+    assert server.get("/").status_code == 200
+
+
+@pytest.mark.peregrine_only  # uvicorn has no request timeout; gunicorn's --timeout kills the worker instead
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_timeout_on_stalled_body(start_server, kind):
+    server = start_server("raw_%s:app" % kind, "--request-timeout", "1000")
+    with server.raw() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
+        r = c.read_response(timeout=10)
+        assert r.status == 408
+        c.expect_closed(timeout=5)
+    assert server.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sigterm_exits_zero_and_drains_in_flight_request(start_server, kind):
+    import threading
+
+    # WSGI: a second application thread, so that /seen can be answered while
+    # the slow request occupies the first
+    options = ["--wsgi-threads", "4"] if kind == "wsgi" else []
+    server = start_server("raw_%s:app" % kind, *options)
+    result = {}
+
+    def slow_request():
+        try:
+            with server.raw(timeout=20) as c:
+                result["response"] = c.request("GET", "/sleep?s=1.5&probe=drain")
+        except Exception as e:  # noqa: BLE001 - reported below
+            result["error"] = e
+
+    t = threading.Thread(target=slow_request)
+    t.start()
+    # wait until the application has the request, then ask the server to stop
+    assert poll(lambda: any("probe=drain" in p for p in server.get("/seen").json()), timeout=10)
+    server.terminate()
+    t.join(20)
+    assert "error" not in result, result.get("error")
+    assert result["response"].status == 200
+    assert result["response"].body == b"slept"
+    assert server.wait_exit(30) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
