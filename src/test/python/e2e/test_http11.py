@@ -3,12 +3,13 @@ listener / limit options (--host, --port, --unix, --backlog, --max-connections,
 --max-body, --max-header-size, --keep-alive, --request-timeout)."""
 
 import socket
+import time
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import HELLO, RawConn, poll
+from conftest import HELLO, RawConn, assert_clean_exit, poll
 
 KINDS = ["asgi", "wsgi"]
 STREAM3 = b"chunk 0\nchunk 1\nchunk 2\n"
@@ -243,6 +244,8 @@ def _closed_without_response(server):
 @pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
 def test_max_connections(start_server):
     server = start_server("raw_asgi:app", "--max-connections", "2")
+    # The readiness probe's connection counts until the server has read its close.
+    time.sleep(0.5)
     c1 = server.raw()
     c2 = server.raw()
     try:
@@ -363,6 +366,8 @@ def test_sigterm_exits_zero_and_drains_in_flight_request(start_server, kind):
     assert "error" not in result, result.get("error")
     assert result["response"].status == 200
     assert result["response"].body == b"slept"
-    assert server.wait_exit(30) == 0
+    code = server.wait_exit(30)
+    assert code is not None, "the server did not exit within 30 s of SIGTERM"
+    assert_clean_exit(server, code)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2).close()

@@ -531,7 +531,8 @@ public final class Py {
         incRef(type);
         incRef(value);
         if (!isNone(traceback)) incRef(traceback);
-        try { PyErr_Restore.invokeExact(type, value, isNone(traceback) ? NULL : traceback); } catch (Throwable t) { throw fail(t); }
+        MemorySegment tb = isNone(traceback) ? NULL : traceback;
+        try { PyErr_Restore.invokeExact(type, value, tb); } catch (Throwable t) { throw fail(t); }
     }
 
     /** Sets a Python exception, for an upcall that is about to return NULL. */
