@@ -1,9 +1,9 @@
 """The ASGI side of the bridge: the event loop the application runs on, lifespan, and per-request channels.
 
 Java owns the connections. It hands requests to this loop through a queue and wakes it with an
-eventfd; ``_native.asgi_wake`` (Java) drains the queue and calls ``start`` for each new request. Messages
-the application sends or asks for cross back as single calls to ``_native.asgi_send`` and
-``_native.asgi_receive``, which answer at once or with a future that Java resolves later.
+eventfd; ``_native.asgi_wake`` (Java) drains the queue and starts a ``run_request`` task for each new
+request. The request's ``receive`` and ``send`` are Java built-ins bound to the request: each call
+crosses once and returns a future, already done unless the application must wait.
 """
 import asyncio
 import sys
@@ -11,56 +11,24 @@ import traceback
 
 from peregrine import _native
 
-_receive = _native.asgi_receive
-_send = _native.asgi_send
 _done = _native.asgi_done
 
 _app = None
 _loop = None
-_create_task = None
-_tasks = set()
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
 
 
-class _Channel:
-    """The receive and send callables of one request; cid names the request on the Java side."""
-
-    __slots__ = ("cid",)
-
-    def __init__(self, cid):
-        self.cid = cid
-
-    async def receive(self):
-        message = _receive(self.cid)
-        if message.__class__ is dict:
-            return message
-        return await message
-
-    async def send(self, message):
-        waiter = _send(self.cid, message)
-        if waiter is not None:
-            await waiter
-
-
-async def _run(scope, channel):
+async def run_request(scope, receive, send, cid):
+    """One request's task. receive and send are built-ins bound to cid: they return futures."""
     try:
-        await _app(scope, channel.receive, channel.send)
+        await _app(scope, receive, send)
     except asyncio.CancelledError:
-        _done(channel.cid, "")
+        _done(cid, "")
     except BaseException:  # the application's failure is reported, never allowed to stop the loop
-        _done(channel.cid, traceback.format_exc())
+        _done(cid, traceback.format_exc())
     else:
-        _done(channel.cid, None)
-
-
-def start(scope, cid):
-    """Called by Java for each new request, on the loop's thread."""
-    task = _create_task(_run(scope, _Channel(cid)))
-    if not task.done():
-        # The loop holds only weak references to tasks; keep running ones alive.
-        _tasks.add(task)
-        task.add_done_callback(_tasks.discard)
+        _done(cid, None)
 
 
 def resolve(future, value):
@@ -144,13 +112,13 @@ def _new_loop(use_uvloop):
 
 def run(app, wake_fd, use_uvloop, lifespan):
     """The Python thread's whole life in ASGI mode: lifespan startup, serving, lifespan shutdown."""
-    global _app, _loop, _create_task
+    global _app, _loop
     loop, loop_name = _new_loop(use_uvloop)
     asyncio.set_event_loop(loop)
     if sys.version_info >= (3, 12):
         # Eager tasks run the application's first steps inside start(), without a trip around the loop.
         loop.set_task_factory(asyncio.eager_task_factory)
-    _app, _loop, _create_task = app, loop, loop.create_task
+    _app, _loop = app, loop
     state = {}
     life = _Lifespan(app, loop, state) if lifespan else None
     try:
@@ -167,9 +135,10 @@ def run(app, wake_fd, use_uvloop, lifespan):
         loop.remove_reader(wake_fd)
         if life is not None:
             loop.run_until_complete(life.shutdown())
-        for task in list(_tasks):
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
             task.cancel()
-        if _tasks:
-            loop.run_until_complete(asyncio.gather(*_tasks, return_exceptions=True))
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     finally:
         loop.close()

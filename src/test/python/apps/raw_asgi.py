@@ -25,6 +25,8 @@ Routes (the ``root_path``, if any, is stripped before routing):
   /result?id=X            JSON of what /disconnect or /wait-disconnect recorded
   /crlf-header            tries to send a header value containing CR LF
   /status/{code}          answers with that status
+  /big?id=X&chunks=N&size=S  N chunks of S bytes with a Content-Length; records
+                          in /result?id=X how many send() calls have returned
   /seen                   JSON list of every request target this process served
   /loop                   the class of the running event loop
   /sleep?s=F              sleeps F seconds, then "slept"
@@ -289,6 +291,24 @@ async def http(scope, receive, send):
             await send({"type": "http.response.body", "body": b""})
         else:
             await _respond(send, code, "status %d" % code)
+
+    elif path == "/big":
+        # N chunks of S bytes; RESULTS[id]["sent"] counts the send() calls that returned
+        key = query.get("id", "default")
+        n = int(query.get("chunks", "16"))
+        size = int(query.get("size", "65536"))
+        block = b"b" * size
+        RESULTS[key] = {"sent": 0}
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(n * size).encode())],
+            }
+        )
+        for i in range(n):
+            await send({"type": "http.response.body", "body": block, "more_body": i < n - 1})
+            RESULTS[key] = {"sent": i + 1}
 
     elif path == "/seen":
         await _json(send, SEEN)

@@ -32,6 +32,7 @@ Routes (by PATH_INFO):
   /errors-write?token=T    writes T to wsgi.errors
   /crlf-header             a header value containing CR LF
   /status/{code}           that status
+  /barrier?id=X&n=N        returns once N requests with id X are in the app at once
   /seen                    JSON list of every request target served
   /sleep?s=F               sleeps F seconds
   /validated/...           the same application wrapped by wsgiref.validate
@@ -42,6 +43,7 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 from urllib.parse import parse_qs
@@ -51,6 +53,8 @@ SEEN = []
 CLOSE_COUNT = {"stream": 0, "file": 0}
 EXC_STATUS = {}
 VALIDATOR_WARNINGS = []
+BARRIERS = {}
+BARRIERS_LOCK = threading.Lock()
 
 
 def _query(environ):
@@ -339,6 +343,19 @@ def app(environ, start_response):
             start_response("%d No Body" % code, [])
             return []
         return _respond(start_response, "%d Status" % code, "status %d" % code)
+
+    if path == "/barrier":
+        # returns only once `n` requests with the same id are inside the
+        # application at the same time (or after 10 s: "broken")
+        key = query.get("id", "default")
+        with BARRIERS_LOCK:
+            barrier = BARRIERS.setdefault(key, threading.Barrier(int(query.get("n", "2")), timeout=10))
+        try:
+            barrier.wait()
+            outcome = "passed"
+        except threading.BrokenBarrierError:
+            outcome = "broken"
+        return _respond(start_response, "200 OK", outcome)
 
     if path == "/seen":
         return _json(start_response, SEEN)

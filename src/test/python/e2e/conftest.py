@@ -149,6 +149,8 @@ def reference_command(target, options, kind, port):
                 argv += ["--app-dir", val]
             elif opt == "--graceful-timeout":
                 argv += ["--timeout-graceful-shutdown", str(max(1, math.ceil(int(val) / 1000)))]
+            elif opt == "--workers":
+                argv += ["--workers", val]
         if lifespan_off:
             argv[argv.index("auto")] = "off"
         argv.append(target)
@@ -175,6 +177,8 @@ def reference_command(target, options, kind, port):
                 argv[argv.index("--threads") + 1] = val
             elif opt == "--graceful-timeout":
                 argv += ["--graceful-timeout", str(max(1, math.ceil(int(val) / 1000)))]
+            elif opt == "--workers":
+                argv += ["--workers", val]
         if any(opt == "--factory" for opt, _ in parsed):
             target += "()"
         argv.append(target)

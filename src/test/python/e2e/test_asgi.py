@@ -3,6 +3,7 @@ scope, streaming request and response bodies, http.disconnect, response header
 shapes, the lifespan protocol, errors."""
 
 import re
+import time
 import uuid
 
 import pytest
@@ -95,6 +96,19 @@ def test_request_body_arrives_in_several_messages(asgi):
     assert int(r.headers["x-body-chunks"]) >= 2
 
 
+def test_request_without_body_is_one_empty_message(asgi):
+    r = asgi.get("/echo")
+    assert r.status_code == 200
+    assert r.content == b""
+    assert r.headers["x-body-chunks"] == "1"
+
+
+def test_latin1_header_value(asgi):
+    with asgi.raw() as c:
+        r = c.request("GET", "/scope", headers=[("X-Latin", "caf\xe9")])
+    assert ["x-latin", "caf\xe9"] in r.json()["headers"]
+
+
 def test_request_and_response_bodies_stream_together(asgi):
     # Each piece of the request body is echoed back before the next one is sent:
     # the application gets the body as it arrives and its output leaves at once.
@@ -126,6 +140,28 @@ def test_streaming_response_is_not_buffered(asgi, tmp_path):
         assert b"second" not in got
         marker.write_text("go")
         read_until_contains(c, b"second: seen-marker\n", timeout=12)
+
+
+def test_response_backpressure(asgi):
+    # 64 MiB in 1024 sends to a client that reads nothing: once the socket
+    # buffers are full, send() must stop returning
+    key = uuid.uuid4().hex
+    chunks, size = 1024, 65536
+    with asgi.raw(timeout=30) as c:
+        c.send_request("GET", "/big?id=%s&chunks=%d&size=%d" % (key, chunks, size))
+        assert poll(lambda: (result(asgi, key) or {}).get("sent", 0) > 0)
+        last, stable = -1, 0
+        while stable < 4:
+            sent = result(asgi, key)["sent"]
+            stable = stable + 1 if sent == last else 0
+            last = sent
+            if sent == chunks:
+                break
+            time.sleep(0.25)
+        assert last < chunks, "the application sent all %d chunks to a client that read none" % chunks
+        r = c.read_response(timeout=30)
+    assert len(r.body) == chunks * size
+    assert poll(lambda: result(asgi, key)["sent"] == chunks)
 
 
 def test_response_headers_in_every_shape(asgi):

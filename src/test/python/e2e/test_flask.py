@@ -3,6 +3,10 @@ stream_with_context, cookies, a 404 handler, an error handler, remote_addr."""
 
 import pytest
 
+pytest.importorskip(
+    "flask", reason="Flask needs markupsafe, which has a wheel here only for CPython 3.11"
+)
+
 # Flask needs markupsafe, whose mirror wheels exist for CPython 3.11 only.
 pytest.importorskip("flask", reason="Flask is not installable for this Python on this machine")
 

@@ -183,6 +183,82 @@ def test_http10_connection_closed_after_response(raw_servers, kind):
     assert data == HELLO[kind]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_connection_close_request_header(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        r = c.request("GET", "/", headers=[("Connection", "close")])
+        assert r.status == 200
+        assert r.body == HELLO[kind]
+        c.expect_closed(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_204_response_has_no_body(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        r = c.request("GET", "/status/204")
+        assert r.status == 204
+        assert r.header("transfer-encoding") is None
+        assert r.header("content-length") in (None, "0")
+        # nothing followed the head: the next response parses cleanly
+        assert c.request("GET", "/status/202").body == b"status 202"
+
+
+# The application at / answers without reading the request body.
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unread_small_body_is_swallowed_and_connection_reused(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        r = c.request("POST", "/", body=b"a body nobody reads")
+        assert r.status == 200
+        assert r.body == HELLO[kind]
+        nxt = c.request("GET", "/status/201")
+        assert nxt.status == 201
+        assert nxt.body == b"status 201"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unread_large_body_ends_the_connection(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 65536)
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == HELLO[kind]
+        # (10 MB: under the default --max-body of 16 MiB)
+        # the server does not wait for the other 9.9 MB: this was the last response
+        c.expect_closed(timeout=5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_concurrent_clients(raw_servers, kind):
+    import threading
+
+    server = raw_servers(kind)
+    failures = []
+
+    def client(n):
+        try:
+            with server.raw(timeout=30) as c:
+                for i in range(10):
+                    body = b"client %d request %d" % (n, i)
+                    r = c.request("POST", "/echo", body=body)
+                    if r.status != 200 or r.body != body:
+                        failures.append((n, i, r))
+        except Exception as e:  # noqa: BLE001 - collected and reported
+            failures.append((n, repr(e)))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert failures == []
+
+
 # ---------------------------------------------------------------------------
 # Listener options
 

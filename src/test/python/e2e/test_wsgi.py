@@ -75,6 +75,12 @@ def test_environ_wsgi_keys(wsgi):
     assert env["_meta"]["file_wrapper_callable"] is True
 
 
+def test_latin1_header_value(wsgi):
+    with wsgi.raw() as c:
+        r = c.request("GET", "/environ", headers=[("X-Latin", "caf\xe9")])
+    assert r.json()["HTTP_X_LATIN"] == "caf\xe9"
+
+
 def test_environ_http10_protocol(wsgi):
     with wsgi.raw() as c:
         c.send(b"GET /environ HTTP/1.0\r\n\r\n")
@@ -129,6 +135,12 @@ def test_input_read_chunked_request(wsgi):
         r = c.read_response()
     assert r.status == 200
     assert r.body == BINARY
+
+
+def test_input_read_without_body(wsgi):
+    r = wsgi.get("/echo?mode=all")
+    assert r.status_code == 200
+    assert r.content == b""
 
 
 LINES = b"alpha\nbravo charlie\n\ndelta"
@@ -341,3 +353,26 @@ def test_wsgiref_validate_app_passes(wsgi):
     assert wsgi.get("/validated/file").content == b"x" * 20000
     assert wsgi.get("/validated/errors").status_code == 204
     assert wsgi.get("/validator-warnings").json() == []
+
+
+# ---------------------------------------------------------------------------
+# Application threads
+
+
+def test_wsgi_threads_run_requests_at_once(raw_servers):
+    import threading
+
+    server = raw_servers("wsgi", "--wsgi-threads", "2")
+    key = uuid.uuid4().hex
+    outcomes = []
+
+    def call():
+        outcomes.append(server.get("/barrier?n=2&id=" + key).text)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    # each request returns only once the other one is inside the application too
+    assert outcomes == ["passed", "passed"]

@@ -26,19 +26,24 @@ public final class AsgiApplication implements ServedApplication {
     private final RequestTable requests = new RequestTable();
     private final CompletableFuture<String> ready = new CompletableFuture<>();
     private final String rootPath;
+    private final PythonInterpreter interpreter;
     private Thread thread;
 
     // Set on the Python thread once the glue is imported.
-    private MemorySegment glueStart;
+    private MemorySegment glueRunRequest;
     private MemorySegment glueResolve;
     private MemorySegment glueStop;
     private MemorySegment glueRun;
     private MemorySegment createFuture;
+    private MemorySegment createTask;
+    private MemorySegment setResult;
+    private MemorySegment completed;
     private ScopeBuilder scopes;
     private AsgiMessages messages;
 
     /** Called with the GIL held: {@code app} is a new reference that this object keeps. */
     public AsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, boolean uvloop, boolean lifespan) {
+        this.interpreter = interpreter;
         this.app = app;
         this.rootPath = rootPath;
         this.uvloop = uvloop;
@@ -47,8 +52,8 @@ public final class AsgiApplication implements ServedApplication {
             wakeup.drain(this::runTask);
             return null;
         });
-        interpreter.define("asgi_receive", args -> request(args.get(0)).receive());
-        interpreter.define("asgi_send", args -> request(args.get(0)).send(args.get(1)));
+        interpreter.define("asgi_receive", args -> request(args.self()).receive());
+        interpreter.define("asgi_send", args -> request(args.self()).send(args.get(0)));
         interpreter.define("asgi_done", args -> {
             MemorySegment error = args.get(1);
             AsgiRequest request = requests.remove(Py.toLong(args.get(0)));
@@ -68,12 +73,15 @@ public final class AsgiApplication implements ServedApplication {
     @Override
     public void prepare() {
         MemorySegment glue = Py.importModule("peregrine._asgi");
-        glueStart = Py.getAttr(glue, "start");
+        glueRunRequest = Py.getAttr(glue, "run_request");
         glueResolve = Py.getAttr(glue, "resolve");
         glueStop = Py.getAttr(glue, "stop");
         glueRun = Py.getAttr(glue, "run");
         Py.decRef(glue);
         MemorySegment asyncio = Py.importModule("asyncio");
+        MemorySegment futureType = Py.getAttr(asyncio, "Future");
+        setResult = Py.getAttr(futureType, "set_result");
+        Py.decRef(futureType);
         Py.decRef(asyncio);
         scopes = new ScopeBuilder(rootPath);
         messages = new AsgiMessages();
@@ -156,33 +164,69 @@ public final class AsgiApplication implements ServedApplication {
 
     // ---- on the Python thread ----
 
+    /**
+     * Starts the application on a request: {@code receive} and {@code send} are built-ins bound to
+     * the request's number, so the application's calls reach Java with no Python frame in between.
+     */
     private void begin(AsgiRequest request) {
         long cid = requests.add(request);
         MemorySegment scope = scopes.build(request.exchange());
         MemorySegment id = Py.integer(cid);
-        MemorySegment result = Py.callRaw(glueStart, scope, id);
+        MemorySegment receive = interpreter.bind("asgi_receive", id);
+        MemorySegment send = interpreter.bind("asgi_send", id);
+        MemorySegment coroutine = Py.callRaw(glueRunRequest, scope, receive, send, id);
+        MemorySegment task = coroutine.address() == 0 ? coroutine : Py.callRaw(loopMethods()[1], coroutine);
+        Py.decRef(coroutine);
+        Py.decRef(send);
+        Py.decRef(receive);
         Py.decRef(id);
         Py.decRef(scope);
-        if (result.address() == 0) {
+        if (task.address() == 0) {
             PythonException e = PythonException.fetch();
             requests.remove(cid);
             request.done(e.traceback());
         } else {
-            Py.decRef(result);
+            // Held until the request ends: the loop itself keeps only weak references to tasks.
+            request.holdTask(task);
         }
     }
 
-    MemorySegment newFuture() {
+    /** The running loop's create_future and create_task, looked up on first use. */
+    private MemorySegment[] loopMethods() {
         if (createFuture == null) {
             MemorySegment asyncio = Py.importModule("asyncio");
             MemorySegment getLoop = Py.getAttr(asyncio, "get_running_loop");
             MemorySegment loop = Py.call(getLoop);
             createFuture = Py.getAttr(loop, "create_future");
+            createTask = Py.getAttr(loop, "create_task");
             Py.decRef(loop);
             Py.decRef(getLoop);
             Py.decRef(asyncio);
         }
-        return Py.call(createFuture);
+        return new MemorySegment[] {createFuture, createTask};
+    }
+
+    MemorySegment newFuture() {
+        return Py.call(loopMethods()[0]);
+    }
+
+    /** A new future already holding {@code value} (stolen): what receive() returns when it can answer at once. */
+    MemorySegment completedFuture(MemorySegment value) {
+        MemorySegment future = newFuture();
+        MemorySegment r = Py.callRaw(setResult, future, value);
+        Py.decRef(value);
+        if (r.address() == 0) {
+            Py.decRef(future);
+            throw PythonException.fetch();
+        }
+        Py.decRef(r);
+        return future;
+    }
+
+    /** One future, done with None, that every send() returns when it need not wait: awaiting it returns at once. */
+    MemorySegment completed() {
+        if (completed == null) completed = completedFuture(Py.newRef(Py.None));
+        return Py.newRef(completed);
     }
 
     /** Completes a future handed to the application earlier; steals our reference to it and to value. */

@@ -34,6 +34,7 @@ final class AsgiRequest implements BodyReceiver {
     private boolean started;
     private boolean complete;
     private boolean ended;
+    private MemorySegment task;
 
     AsgiRequest(AsgiApplication owner, HttpExchange exchange) {
         this.owner = owner;
@@ -41,6 +42,11 @@ final class AsgiRequest implements BodyReceiver {
     }
 
     HttpExchange exchange() { return exchange; }
+
+    void holdTask(MemorySegment task) {
+        if (ended) Py.decRef(task);
+        else this.task = task;
+    }
 
     // ---- I/O thread ----
 
@@ -77,10 +83,10 @@ final class AsgiRequest implements BodyReceiver {
 
     // ---- Python thread ----
 
-    /** {@code receive()}: the next message at once when there is one, else a future for it. */
+    /** {@code receive()}: a future holding the next message, already done when there is one. */
     MemorySegment receive() {
         MemorySegment message = nextMessage();
-        if (message != null) return message;
+        if (message != null) return owner.completedFuture(message);
         if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
         if (!bodyEnded && !demanding) {
             demanding = true;
@@ -130,7 +136,7 @@ final class AsgiRequest implements BodyReceiver {
         owner.resolve(waiter, Py.newRef(Py.None));
     }
 
-    /** {@code send(message)}: None when the application may go on, or a future to await first (backpressure). */
+    /** {@code send(message)}: a future to await, already done unless the client must drain first (backpressure). */
     MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
         if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
@@ -142,7 +148,7 @@ final class AsgiRequest implements BodyReceiver {
             if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent after the response completed");
             pendingHead = responseHead(message, m);
             started = true;
-            return null;
+            return owner.completed();
         }
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_BODY)) {
             if (!started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.body' sent before 'http.response.start'");
@@ -156,7 +162,7 @@ final class AsgiRequest implements BodyReceiver {
             boolean more = moreObject != null && Py.isTrue(moreObject);
             if (disconnected || exchange.disconnected()) {
                 complete = !more;
-                return null; // the client is gone: sending is a no-op, as the application cannot know yet
+                return owner.completed(); // the client is gone: sending is a no-op, as the application cannot know yet
             }
             ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, bytes);
             ResponseHead head = pendingHead;
@@ -165,14 +171,14 @@ final class AsgiRequest implements BodyReceiver {
             if (!more) {
                 complete = true;
                 wakeReceiver();
-                return null;
+                return owner.completed();
             }
             if (!exchange.writable()) {
                 sendWaiter = owner.newFuture();
                 exchange.whenWritable(() -> owner.post(this::wakeSender));
                 return Py.newRef(sendWaiter);
             }
-            return null;
+            return owner.completed();
         }
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
                 + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
@@ -256,6 +262,10 @@ final class AsgiRequest implements BodyReceiver {
         if (sendWaiter != null) {
             Py.decRef(sendWaiter);
             sendWaiter = null;
+        }
+        if (task != null) {
+            Py.decRef(task);
+            task = null;
         }
     }
 }

@@ -12,13 +12,18 @@ public interface NativeFunction {
 
     /** The positional arguments of one call (borrowed references). */
     final class Arguments {
+        private final MemorySegment self;
         private final MemorySegment array;
         private final long count;
 
-        Arguments(MemorySegment array, long count) {
+        Arguments(MemorySegment self, MemorySegment array, long count) {
+            this.self = self;
             this.array = count == 0 ? MemorySegment.NULL : array.reinterpret(count * 8);
             this.count = count;
         }
+
+        /** The object the function was bound to ({@link PythonInterpreter#bind}), or NULL. */
+        public MemorySegment self() { return self; }
 
         public long count() { return count; }
 

@@ -554,18 +554,26 @@ public final class Py {
     // ---- built-in functions backed by Java ----
 
     /**
-     * A new built-in function object whose C implementation is {@code upcall}, a METH_FASTCALL stub
-     * {@code PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t nargs)}. The method
-     * definition must live as long as the function: it is allocated in {@code arena}.
+     * The method definition of a built-in whose C implementation is {@code upcall}, a METH_FASTCALL
+     * stub {@code PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t nargs)}. It must
+     * outlive every function made from it: allocate it in an arena that lives as long as Python.
      */
-    public static MemorySegment builtin(Arena arena, String name, MemorySegment upcall) {
+    public static MemorySegment methodDef(Arena arena, String name, MemorySegment upcall) {
         final int METH_FASTCALL = 0x0080;
         MemorySegment def = arena.allocate(32, 8);
         def.set(ADDRESS, 0, arena.allocateFrom(name));
         def.set(ADDRESS, 8, upcall);
         def.set(JAVA_INT, 16, METH_FASTCALL);
         def.set(ADDRESS, 24, NULL);
-        try { return check((MemorySegment) PyCFunction_NewEx.invokeExact(def, NULL, NULL)); } catch (PythonException e) { throw e; } catch (Throwable t) { throw fail(t); }
+        return def;
+    }
+
+    /**
+     * A new built-in function object for {@code def}, bound to {@code self} (which its C function
+     * receives first; NULL for none), like a method of a C type.
+     */
+    public static MemorySegment builtin(MemorySegment def, MemorySegment self) {
+        try { return check((MemorySegment) PyCFunction_NewEx.invokeExact(def, self, NULL)); } catch (PythonException e) { throw e; } catch (Throwable t) { throw fail(t); }
     }
 
     /** The FFM descriptor of a METH_FASTCALL function. */

@@ -35,6 +35,7 @@ public final class PythonInterpreter {
 
     private final PythonInstall install;
     private final Map<String, NativeFunction> functions = new LinkedHashMap<>();
+    private final Map<String, MemorySegment> methodDefs = new java.util.HashMap<>();
     private MemorySegment nativeModule;
 
     private PythonInterpreter(PythonInstall install) {
@@ -203,7 +204,9 @@ public final class PythonInterpreter {
         Py.decRef(moduleType);
         Py.decRef(types);
         for (Map.Entry<String, NativeFunction> entry : functions.entrySet()) {
-            MemorySegment function = Py.builtin(FOREVER, entry.getKey(), upcall(entry.getKey(), entry.getValue()));
+            MemorySegment def = Py.methodDef(FOREVER, entry.getKey(), upcall(entry.getKey(), entry.getValue()));
+            methodDefs.put(entry.getKey(), def);
+            MemorySegment function = Py.builtin(def, MemorySegment.NULL);
             Py.setAttr(nativeModule, entry.getKey(), function);
             Py.decRef(function);
         }
@@ -214,6 +217,17 @@ public final class PythonInterpreter {
         Py.decRef(key);
         Py.decRef(modules);
         Py.decRef(sys);
+    }
+
+    /**
+     * A new function object for the registered function {@code name} bound to {@code self}: the
+     * per-request {@code receive} and {@code send} of ASGI are such functions, so that a call reaches
+     * Java with its request attached and no Python frame in between.
+     */
+    public MemorySegment bind(String name, MemorySegment self) {
+        MemorySegment def = methodDefs.get(name);
+        if (def == null) throw new IllegalStateException("no native function " + name);
+        return Py.builtin(def, self);
     }
 
     private static final MethodHandle INVOKE;
@@ -246,7 +260,7 @@ public final class PythonInterpreter {
         @SuppressWarnings("unused") // called from native code through the upcall stub
         MemorySegment invoke(MemorySegment self, MemorySegment args, long nargs) {
             try {
-                MemorySegment result = function.call(new NativeFunction.Arguments(args, nargs));
+                MemorySegment result = function.call(new NativeFunction.Arguments(self, args, nargs));
                 return result == null ? Py.newRef(Py.None) : result;
             } catch (PythonRaise e) {
                 if (e.type() != null) Py.setError(e.type(), e.getMessage());

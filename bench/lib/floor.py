@@ -1,0 +1,277 @@
+"""bench/floor: how fast the applications themselves are, with no server, in the benchmark venv's CPython.
+
+ASGI (FastAPI): in a uvloop event loop, awaits app(scope, receive, send) in a loop with a prebuilt scope for
+GET /user/0 (copied per call, as frameworks write into it), a receive that returns the empty http.request, and
+a send that collects the messages. The lifespan startup runs first, as a server would run it.
+WSGI (Flask): calls app(environ, start_response) in a loop with a prebuilt environ for GET /user/0 (copied per
+call, with a fresh wsgi.input BytesIO), consumes the iterable and calls close().
+
+Runs alternate between the apps; each figure is the median over the runs. A server cannot go faster than
+this on one worker (one Python thread): req/s of a server divided by this floor is the share of the time
+the Python application gets.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common as c  # noqa: E402
+
+PATH = "/user/0"
+EXPECTED_BODY = b"0"
+BATCH = 500
+
+
+# ---------------------------------------------------------------- ASGI
+
+def asgi_scope() -> dict:
+    return {
+        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+        "method": "GET", "scheme": "http", "path": PATH, "raw_path": PATH.encode(), "query_string": b"",
+        "root_path": "", "headers": [(b"host", b"127.0.0.1:8000"), (b"user-agent", b"bench-floor"),
+                                     (b"accept", b"*/*")],
+        "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000), "state": {},
+    }
+
+
+REQUEST = {"type": "http.request", "body": b"", "more_body": False}
+DISCONNECT = {"type": "http.disconnect"}
+
+
+async def asgi_lifespan_startup(app):
+    """Runs the lifespan protocol's startup; returns a coroutine function that runs the shutdown."""
+    to_app: asyncio.Queue = asyncio.Queue()
+    from_app: asyncio.Queue = asyncio.Queue()
+    scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+
+    async def run():
+        try:
+            await app(scope, to_app.get, from_app.put)
+        except Exception as e:  # an app without lifespan support may raise: that is allowed
+            await from_app.put({"type": "lifespan.unsupported", "error": repr(e)})
+
+    task = asyncio.ensure_future(run())
+    await to_app.put({"type": "lifespan.startup"})
+    msg = await asyncio.wait_for(from_app.get(), 30)
+    if msg["type"] == "lifespan.startup.failed":
+        raise RuntimeError(f"lifespan startup failed: {msg}")
+
+    async def shutdown():
+        if msg["type"] == "lifespan.startup.complete":
+            await to_app.put({"type": "lifespan.shutdown"})
+            await asyncio.wait_for(from_app.get(), 30)
+        await asyncio.wait_for(task, 30)
+
+    return shutdown, scope["state"]
+
+
+async def asgi_check(app, base: dict) -> None:
+    sent = []
+    got_request = False
+
+    async def receive():
+        nonlocal got_request
+        if got_request:
+            return DISCONNECT
+        got_request = True
+        return REQUEST
+
+    async def send(message):
+        sent.append(message)
+
+    await app(dict(base), receive, send)
+    status = sent[0].get("status") if sent else None
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    if status != 200 or body != EXPECTED_BODY:
+        raise RuntimeError(f"ASGI app answered {status} {body!r}, not 200 {EXPECTED_BODY!r}: {sent}")
+
+
+async def asgi_run(app, base: dict, seconds: float) -> tuple[int, float]:
+    sent: list = []
+
+    async def receive():
+        return REQUEST
+
+    async def send(message):
+        sent.append(message)
+
+    n, start = 0, time.perf_counter()
+    while True:
+        for _ in range(BATCH):
+            await app(dict(base), receive, send)
+            sent.clear()
+        n += BATCH
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n, elapsed
+
+
+# ---------------------------------------------------------------- WSGI
+
+def wsgi_environ() -> dict:
+    return {
+        "REQUEST_METHOD": "GET", "SCRIPT_NAME": "", "PATH_INFO": PATH, "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1", "REMOTE_PORT": "50000", "HTTP_HOST": "127.0.0.1:8000",
+        "HTTP_USER_AGENT": "bench-floor", "HTTP_ACCEPT": "*/*",
+        "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False, "wsgi.multiprocess": False, "wsgi.run_once": False,
+    }
+
+
+def wsgi_call(app, base: dict) -> tuple[str, bytes]:
+    status_line = []
+
+    def start_response(status, headers, exc_info=None):
+        status_line.append(status)
+        return lambda data: None
+
+    environ = dict(base)
+    environ["wsgi.input"] = io.BytesIO(b"")
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        if hasattr(result, "close"):
+            result.close()
+    return status_line[0], body
+
+
+def wsgi_run(app, base: dict, seconds: float) -> tuple[int, float]:
+    def start_response(status, headers, exc_info=None):
+        return None
+
+    n, start = 0, time.perf_counter()
+    BytesIO = io.BytesIO
+    while True:
+        for _ in range(BATCH):
+            environ = dict(base)
+            environ["wsgi.input"] = BytesIO(b"")
+            result = app(environ, start_response)
+            for _chunk in result:
+                pass
+            if hasattr(result, "close"):
+                result.close()
+        n += BATCH
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n, elapsed
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="bench/floor",
+        description="Requests per second of bench/apps/fastapi_app.py (ASGI, under uvloop) and flask_app.py "
+                    "(WSGI) called directly in Python, with no server: the ceiling of a one-worker server. "
+                    "Writes bench/results/floor-<timestamp>.json and .md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--duration", type=float, default=5, help="seconds of each run")
+    p.add_argument("--runs", type=int, default=5, help="runs per app; the figure is the median")
+    p.add_argument("--warmup", type=float, default=1, help="seconds of discarded calls per app first")
+    p.add_argument("--apps", default="fastapi,flask", help="comma-separated: fastapi, flask")
+    p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    apps = [a.strip() for a in args.apps.split(",") if a.strip()]
+    sys.path.insert(0, str(c.APPS_DIR))
+    import uvloop
+
+    runners = {}
+    if "fastapi" in apps:
+        import fastapi_app
+
+        async def fastapi_bench():
+            shutdown, state = await asgi_lifespan_startup(fastapi_app.app)
+            base = asgi_scope()
+            base["state"] = state
+            await asgi_check(fastapi_app.app, base)
+            await asgi_run(fastapi_app.app, base, args.warmup)
+            results = []
+            for _ in range(args.runs):
+                # One fresh loop per run would cost nothing measurable; the runs share one to keep it simple,
+                # and yield to the main loop between runs so that the WSGI runs can interleave.
+                results.append(await asgi_run(fastapi_app.app, base, args.duration))
+                yield results[-1]
+            await shutdown()
+
+        runners["fastapi"] = ("asgi", fastapi_bench)
+    if "flask" in apps:
+        import flask_app
+
+        def flask_bench():
+            base = wsgi_environ()
+            status, body = wsgi_call(flask_app.app, base)
+            if not status.startswith("200") or body != EXPECTED_BODY:
+                raise RuntimeError(f"WSGI app answered {status} {body!r}")
+            wsgi_run(flask_app.app, base, args.warmup)
+            for _ in range(args.runs):
+                yield wsgi_run(flask_app.app, base, args.duration)
+
+        runners["flask"] = ("wsgi", flask_bench)
+
+    # The ASGI runs need the event loop; the WSGI runs are plain calls. Both are driven from inside one
+    # uvloop loop so that their runs alternate (fastapi, flask, fastapi, flask, ...).
+    per_app: dict[str, list[float]] = {name: [] for name in runners}
+
+    async def drive():
+        gens = {}
+        for name, (kind, fn) in runners.items():
+            gens[name] = (kind, fn())
+        for run in range(args.runs):
+            for name, (kind, gen) in gens.items():
+                n, elapsed = (await gen.__anext__()) if kind == "asgi" else next(gen)
+                per_app[name].append(n / elapsed)
+                c.log(f"run {run + 1}/{args.runs}  {name:<8} {n / elapsed:>10,.0f} req/s  "
+                      f"({n} calls in {elapsed:.2f} s, {elapsed / n * 1e6:.1f} us per call)")
+        for name, (kind, gen) in gens.items():  # let the generators finish (lifespan shutdown)
+            try:
+                if kind == "asgi":
+                    await gen.__anext__()
+                else:
+                    next(gen)
+            except (StopAsyncIteration, StopIteration):
+                pass
+
+    uvloop.run(drive())
+
+    versions = c.package_versions()
+    summary = {name: {"rps_median": c.median(v), "rps_min": min(v), "rps_max": max(v),
+                      "us_per_request": 1e6 / c.median(v), "runs": v} for name, v in per_app.items()}
+    labels = {"fastapi": "FastAPI (ASGI, uvloop)", "flask": "Flask (WSGI)"}
+    md = [f"### Application floor: the apps called directly, no server ({time.strftime('%Y-%m-%d %H:%M:%S %z')})", "",
+          f"CPython {platform.python_version()}, FastAPI {versions.get('fastapi')}, Flask {versions.get('flask')}, "
+          f"uvloop {versions.get('uvloop')}; {c.cpu_model()}, {c.os.cpu_count()} CPUs. GET {PATH}, "
+          f"median of {args.runs} runs of {args.duration:g} s.", "",
+          "| App | Req/s (median) | Min | Max | µs per request |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, s in summary.items():
+        md.append(f"| {labels[name]} | {s['rps_median']:,.0f} | {s['rps_min']:,.0f} | {s['rps_max']:,.0f} | "
+                  f"{s['us_per_request']:.1f} |")
+    md_text = "\n".join(md) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = c.timestamp()
+    json_path, md_path = args.out / f"floor-{stamp}.json", args.out / f"floor-{stamp}.md"
+    json_path.write_text(json.dumps({"settings": {"duration": args.duration, "runs": args.runs,
+                                                  "warmup": args.warmup, "path": PATH},
+                                     "versions": versions, "cpu_model": c.cpu_model(), "nproc": c.os.cpu_count(),
+                                     "summary": summary}, indent=2) + "\n")
+    md_path.write_text(md_text)
+    print()
+    print(md_text)
+    print(f"Results: {json_path}\n         {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

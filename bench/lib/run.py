@@ -1,0 +1,339 @@
+"""bench/run: Peregrine against uvicorn (FastAPI) and against uvicorn-wsgi and gunicorn (Flask), one worker each.
+
+Every server runs at once on its own port. Each is warmed up (load discarded), then loaded with wrk, one wrk
+thread, on GET /user/0 at each connection count, the servers interleaved round by round (A B C A B C ...) so
+that drift on the machine hits all of them alike. The figures are medians over the rounds. See bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common as c  # noqa: E402
+
+LUA = Path(__file__).resolve().parent / "wrk_report.lua"
+
+
+@dataclass
+class Server:
+    app: str           # "fastapi" or "flask"
+    name: str          # "peregrine", "uvicorn", "uvicorn-wsgi", "gunicorn"
+    port: int = 0
+    proc: c.Proc | None = None
+    error: str | None = None
+    startup_s: float | None = None
+    results: dict = field(default_factory=dict)  # conns -> list of per-round measurements
+
+    @property
+    def key(self) -> str:
+        return f"{self.app}/{self.name}"
+
+    def command(self) -> list[str]:
+        module = {"fastapi": "fastapi_app:app", "flask": "flask_app:app"}[self.app]
+        venv_bin = c.VENV / "bin"
+        p = str(self.port)
+        if self.name == "peregrine":
+            return [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", p, "--log-level", "warning", module]
+        if self.name == "uvicorn":
+            return [str(venv_bin / "uvicorn"), module, "--host", c.HOST, "--port", p, "--workers", "1",
+                    "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"]
+        if self.name == "uvicorn-wsgi":
+            return [str(venv_bin / "uvicorn"), module, "--interface", "wsgi", "--host", c.HOST, "--port", p,
+                    "--workers", "1", "--http", "httptools", "--loop", "uvloop", "--no-access-log",
+                    "--log-level", "warning"]
+        if self.name == "gunicorn":
+            return [str(venv_bin / "gunicorn"), "-w", "1", "-k", "sync", "-b", f"{c.HOST}:{p}",
+                    "--log-level", "warning", module]
+        raise ValueError(self.name)
+
+
+# (app, candidate, baseline, minimum throughput ratio)
+TARGETS = [
+    ("fastapi", "peregrine", "uvicorn", 1.6),
+    ("flask", "peregrine", "uvicorn-wsgi", 2.5),
+    ("flask", "peregrine", "gunicorn", 2.0),
+]
+ALL_SERVERS = [("fastapi", "peregrine"), ("fastapi", "uvicorn"),
+               ("flask", "peregrine"), ("flask", "uvicorn-wsgi"), ("flask", "gunicorn")]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="bench/run",
+        description="Throughput, latency, memory and CPU of Peregrine against uvicorn and gunicorn, one worker "
+                    "each, measured side by side with wrk -t1 on GET /user/0. Prints per server and "
+                    "connection count the median over the rounds, the ratios to each baseline and PASS/FAIL "
+                    "per target (the exit status is 0 either way), and writes bench/results/<timestamp>.json "
+                    "and .md. A full run takes about 12 minutes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run of about 3 minutes: 3 rounds of 2 s, 3 s of warm-up")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; the figures are the medians (at least 3)")
+    p.add_argument("--duration", type=float, default=8, help="seconds of each wrk load")
+    p.add_argument("--warmup", type=float, default=5, help="seconds of discarded load per server before round 1")
+    p.add_argument("--conns", default="64,256,512", help="comma-separated connection counts")
+    p.add_argument("--path", default="/user/0", help="request path loaded")
+    p.add_argument("--timeout", type=float, default=2, help="wrk's per-request timeout in seconds")
+    p.add_argument("--pause", type=float, default=1, help="seconds of rest between two loads")
+    p.add_argument("--servers", default=",".join(f"{a}/{n}" for a, n in ALL_SERVERS),
+                   help="comma-separated servers to run, among: " + ", ".join(f"{a}/{n}" for a, n in ALL_SERVERS)
+                        + "; or 'fastapi' / 'flask' for one app's group")
+    p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.duration, args.warmup = 3, 2, 3
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1 (3 or more for a meaningful median)")
+    args.conns = [int(x) for x in args.conns.split(",") if x.strip()]
+    wanted = []
+    for item in args.servers.split(","):
+        item = item.strip()
+        matches = [(a, n) for a, n in ALL_SERVERS if item in (a, f"{a}/{n}")]
+        if not matches:
+            p.error(f"unknown server {item!r}")
+        wanted += [m for m in matches if m not in wanted]
+    args.servers = [s for s in ALL_SERVERS if s in wanted]
+    return args
+
+
+# ---------------------------------------------------------------- one wrk load
+
+
+def wrk(port: int, conns: int, duration: float, path: str, timeout: float) -> dict:
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", f"--timeout={max(1, round(timeout))}s",
+           "-s", str(LUA), f"http://{c.HOST}:{port}{path}"]
+    proc = c.Proc("wrk", cmd, stdout=subprocess.PIPE)
+    try:
+        out, _ = proc.popen.communicate(timeout=duration + 60)
+    finally:
+        proc.stop(grace=2)
+    text = out.decode(errors="replace")
+    for line in text.splitlines():
+        if line.startswith("BENCH_JSON "):
+            return json.loads(line[len("BENCH_JSON "):])
+    raise RuntimeError(f"wrk printed no summary (exit {proc.popen.returncode}):\n{text[-2000:]}")
+
+
+def measure(server: Server, conns: int, args) -> dict:
+    root = server.proc.pid
+    cpu_before = c.tree_cpu_seconds(root)
+    with c.RssSampler(root) as sampler:
+        r = wrk(server.port, conns, args.duration, args.path, args.timeout)
+    cpu_used = c.tree_cpu_seconds(root) - cpu_before
+    seconds = r["duration_us"] / 1e6
+    socket_errors = r["connect"] + r["read"] + r["write"] + r["timeout"]
+    return {
+        "requests": r["requests"],
+        "rps": r["requests"] / seconds if seconds else 0.0,
+        "p50_ms": r["p50_us"] / 1000, "p75_ms": r["p75_us"] / 1000, "p90_ms": r["p90_us"] / 1000,
+        "p99_ms": r["p99_us"] / 1000, "max_ms": r["max_us"] / 1000, "mean_ms": r["mean_us"] / 1000,
+        "errors": {"connect": r["connect"], "read": r["read"], "write": r["write"], "timeout": r["timeout"],
+                   "status_ge_400": r["status"]},
+        "error_total": socket_errors + r["status"],
+        "peak_rss_mib": sampler.peak_kib / 1024,
+        "cpu_s": cpu_used,
+        "cpu_s_per_1k": cpu_used / r["requests"] * 1000 if r["requests"] else None,
+        "rss_samples": sampler.samples,
+    }
+
+
+# ---------------------------------------------------------------- the run
+
+
+def start_servers(servers: list[Server], log_dir: Path) -> None:
+    env = c.child_env()
+    for s in servers:
+        s.port = c.free_port()
+        log_path = log_dir / f"{s.app}-{s.name}.log"
+        c.log(f"bench: starting {s.key} on port {s.port}: {' '.join(s.command())}")
+        try:
+            s.proc = c.Proc(s.key, s.command(), cwd=c.APPS_DIR, env=env, log_path=log_path)
+            s.startup_s = c.wait_ready(s.proc, s.port, timeout=60)
+            status, body = c.http_get(s.port, "/user/0")
+            if status != 200 or body != b"0":
+                raise RuntimeError(f"GET /user/0 answered {status} {body[:100]!r}, not 200 '0'")
+            c.log(f"bench: {s.key} ready in {s.startup_s:.1f} s")
+        except Exception as e:  # report it and go on with the other servers
+            s.error = f"failed to start: {e}"
+            c.log(f"bench: {s.key} {s.error}")
+            if s.proc:
+                s.proc.stop()
+
+
+def run_loads(servers: list[Server], args) -> bool:
+    """Warm-up, then the interleaved rounds. Returns False when interrupted (partial results are kept)."""
+    try:
+        for s in servers:
+            if s.error:
+                continue
+            c.log(f"bench: warming up {s.key}: {args.warmup:g} s at {args.conns[0]} connections (discarded)")
+            try:
+                wrk(s.port, args.conns[0], args.warmup, args.path, args.timeout)
+            except Exception as e:
+                s.error = f"warm-up failed: {e}"
+                c.log(f"bench: {s.key} {s.error}")
+        for rnd in range(1, args.rounds + 1):
+            for conns in args.conns:
+                for s in servers:
+                    if s.error:
+                        continue
+                    if not s.proc.alive():
+                        s.error = f"exited with status {s.proc.popen.returncode} during round {rnd}:\n" \
+                                  + s.proc.log_tail()
+                        c.log(f"bench: {s.key} {s.error}")
+                        continue
+                    time.sleep(args.pause)
+                    try:
+                        m = measure(s, conns, args)
+                    except Exception as e:
+                        c.log(f"bench: round {rnd}, {s.key} at {conns} connections failed: {e}")
+                        m = {"failed": str(e)}
+                    m["round"] = rnd
+                    s.results.setdefault(conns, []).append(m)
+                    if "failed" not in m:
+                        c.log(f"round {rnd}/{args.rounds}  c={conns:<4} {s.key:<20} {m['rps']:>9.0f} req/s  "
+                              f"p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  errors {m['error_total']:<5} "
+                              f"peak RSS {m['peak_rss_mib']:6.1f} MiB  CPU {fmt(m['cpu_s_per_1k'], 3)} s/1k")
+        return True
+    except KeyboardInterrupt:
+        c.log("bench: interrupted: stopping the servers and writing the partial results")
+        return False
+
+
+def fmt(v, digits=1):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def summarize(servers: list[Server], args) -> dict:
+    summary = {}
+    for s in servers:
+        per_conn = {}
+        for conns in args.conns:
+            ok = [m for m in s.results.get(conns, []) if "failed" not in m]
+            if not ok:
+                continue
+            per_conn[conns] = {
+                "rounds": len(ok),
+                "rps": c.median([m["rps"] for m in ok]),
+                "rps_min": min(m["rps"] for m in ok), "rps_max": max(m["rps"] for m in ok),
+                "p50_ms": c.median([m["p50_ms"] for m in ok]),
+                "p99_ms": c.median([m["p99_ms"] for m in ok]),
+                "errors": c.median([m["error_total"] for m in ok]),
+                "errors_total_all_rounds": sum(m["error_total"] for m in ok),
+                "peak_rss_mib": max(m["peak_rss_mib"] for m in ok),
+                "cpu_s_per_1k": c.median([m["cpu_s_per_1k"] for m in ok]),
+            }
+        summary[s.key] = per_conn
+    return summary
+
+
+def compare(summary: dict, args) -> tuple[list, list]:
+    ratios, targets = [], []
+    for app, cand, base, minimum in TARGETS:
+        a, b = summary.get(f"{app}/{cand}", {}), summary.get(f"{app}/{base}", {})
+        for conns in args.conns:
+            if conns not in a or conns not in b:
+                continue
+            ra, rb = a[conns], b[conns]
+            ratio = ra["rps"] / rb["rps"] if rb["rps"] else None
+            ratios.append({"app": app, "candidate": cand, "baseline": base, "conns": conns,
+                           "rps_ratio": ratio, "p99_ratio": ra["p99_ms"] / rb["p99_ms"] if rb["p99_ms"] else None,
+                           "cpu_per_req_ratio": (ra["cpu_s_per_1k"] / rb["cpu_s_per_1k"]
+                                                 if ra["cpu_s_per_1k"] and rb["cpu_s_per_1k"] else None),
+                           "rss_ratio": ra["peak_rss_mib"] / rb["peak_rss_mib"] if rb["peak_rss_mib"] else None})
+            targets.append({"what": f"{app}: {cand}/{base} req/s at {conns} connections >= {minimum}x",
+                            "value": ratio, "pass": ratio is not None and ratio >= minimum})
+        if 64 in a and 64 in b:
+            targets.append({"what": f"{app}: {cand} p99 at 64 connections <= {base}'s "
+                                    f"({fmt(a[64]['p99_ms'], 2)} ms vs {fmt(b[64]['p99_ms'], 2)} ms)",
+                            "value": a[64]["p99_ms"] / b[64]["p99_ms"] if b[64]["p99_ms"] else None,
+                            "pass": a[64]["p99_ms"] <= b[64]["p99_ms"]})
+    return ratios, targets
+
+
+def markdown(servers, summary, ratios, targets, machine, args, complete) -> str:
+    lines = [f"### Peregrine vs uvicorn / gunicorn, one worker ({machine['started']})", ""]
+    if not complete:
+        lines += ["**Interrupted: partial results.**", ""]
+    lines += [c.machine_markdown(machine), "",
+              f"Load: `wrk -t1 -c<N> -d{max(1, round(args.duration))}s --timeout {max(1, round(args.timeout))}s` on "
+              f"`GET {args.path}`, {args.rounds} interleaved rounds after {args.warmup:g} s of warm-up per server; "
+              "median over the rounds (peak RSS: the largest over the rounds, whole process tree; "
+              "CPU: user+system seconds of the process tree per 1,000 requests). "
+              "Errors: socket connect/read/write/timeout plus responses >= 400, per run (median).", "",
+              "| App | Server | Conns | Req/s | p50 (ms) | p99 (ms) | Errors | Peak RSS (MiB) | CPU s / 1k req |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for s in servers:
+        if s.error and not summary.get(s.key):
+            lines.append(f"| {s.app} | {s.name} | — | {s.error.splitlines()[0]} | | | | | |")
+            continue
+        for conns, r in summary.get(s.key, {}).items():
+            lines.append(f"| {s.app} | {s.name} | {conns} | {r['rps']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                         f"{r['errors']:g} | {r['peak_rss_mib']:.0f} | {fmt(r['cpu_s_per_1k'], 3)} |")
+    lines += ["", "| App | Peregrine vs | Conns | Req/s ratio | p99 ratio | CPU per request ratio | Peak RSS ratio |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in ratios:
+        lines.append(f"| {r['app']} | {r['baseline']} | {r['conns']} | {fmt(r['rps_ratio'], 2)}x | "
+                     f"{fmt(r['p99_ratio'], 2)} | {fmt(r['cpu_per_req_ratio'], 2)} | {fmt(r['rss_ratio'], 2)} |")
+    lines += ["", "| Target | Measured | Result |", "| --- | ---: | --- |"]
+    for t in targets:
+        lines.append(f"| {t['what']} | {fmt(t['value'], 2)}x | {'PASS' if t['pass'] else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    c.install_cleanup()
+    c.raise_nofile()
+    stamp = c.timestamp()
+    args.out.mkdir(parents=True, exist_ok=True)
+    log_dir = args.out / f"{stamp}-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+
+    peregrine_version = c.build_peregrine() if any(n == "peregrine" for _, n in args.servers) else None
+    machine = c.machine_info(peregrine_version)
+    machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    servers = [Server(a, n) for a, n in args.servers]
+    complete = False
+    try:
+        start_servers(servers, log_dir)
+        for s in servers:
+            if s.name == "peregrine" and s.proc and not s.error:
+                machine["java"] = c.java_version_of(s.proc.pid)
+                break
+        complete = run_loads(servers, args)
+    except KeyboardInterrupt:
+        c.log("bench: interrupted")
+    finally:
+        c.stop_all()
+
+    summary = summarize(servers, args)
+    ratios, targets = compare(summary, args)
+    md = markdown(servers, summary, ratios, targets, machine, args, complete)
+    result = {
+        "machine": machine, "complete": complete,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "servers": {s.key: {"command": s.command(), "port": s.port, "startup_s": s.startup_s, "error": s.error,
+                            "log": str(log_dir / f"{s.app}-{s.name}.log"),
+                            "rounds": {str(k): v for k, v in s.results.items()}} for s in servers},
+        "summary": {k: {str(n): v for n, v in per.items()} for k, per in summary.items()},
+        "ratios": ratios, "targets": targets,
+    }
+    json_path, md_path = args.out / f"{stamp}.json", args.out / f"{stamp}.md"
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    md_path.write_text(md)
+
+    print()
+    print(md)
+    print(f"Results: {json_path}\n         {md_path}\nServer logs: {log_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+package dev.peregrine.cli;
+
+import dev.peregrine.cli.PeregrineCommand.LogLevel;
+import dev.peregrine.cli.PeregrineCommand.Protocol;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.OptionSpec;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Stream;
+
+import static org.junit.jupiter.api.Assertions.assertAll;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.params.provider.Arguments.arguments;
+
+class ServerSettingsTest {
+
+    private static void assertDefaults(ServerSettings s) {
+        assertAll(
+                () -> assertEquals("main:app", s.target()),
+                () -> assertEquals(8000, s.port()),
+                () -> assertEquals("127.0.0.1", s.host()),
+                () -> assertEquals(2048, s.backlog()),
+                () -> assertEquals(4096, s.maxConnections()),
+                () -> assertEquals(16L * 1024 * 1024, s.maxBody()),
+                () -> assertEquals(32 * 1024, s.maxHeaderSize()),
+                () -> assertEquals(5000, s.keepAliveMillis()),
+                () -> assertEquals(30_000, s.requestTimeoutMillis()),
+                () -> assertEquals(10_000, s.gracefulTimeoutMillis()),
+                () -> assertEquals(1, s.wsgiThreads()),
+                () -> assertNull(s.unix()),
+                () -> assertEquals(Protocol.auto, s.protocol()),
+                () -> assertFalse(s.factory()),
+                () -> assertEquals("", s.rootPath()),
+                () -> assertEquals("http", s.scheme()),
+                () -> assertTrue(s.lifespan()),
+                () -> assertTrue(s.uvloop()),
+                () -> assertNull(s.venv()),
+                () -> assertTrue(s.autoVenv()),
+                () -> assertEquals(List.of(), s.pythonPath()),
+                () -> assertTrue(s.websockets()),
+                () -> assertFalse(s.accessLog()),
+                () -> assertEquals(LogLevel.info, s.logLevel()));
+    }
+
+    // ---- 6. defaults
+
+    @Test
+    void defaultsWithNoOptionsComeFromApplicationProperties() {
+        assertDefaults(Cli.settings("main:app"));
+    }
+
+    @Test
+    void defaultsWithoutAnyConfigurationComeFromServerSettingsFallbacks() {
+        // A config with no application.properties and no PEREGRINE_* values: every field stays null after parsing.
+        PeregrineCommand c = Cli.withConfig(Map.of(), Map.of(), false, () -> Cli.parse("main:app"));
+        assertNull(c.port, "nothing should have supplied --port");
+        assertNull(c.maxBody, "nothing should have supplied --max-body");
+        assertNull(c.host, "nothing should have supplied --host");
+        assertDefaults(ServerSettings.from(c));
+    }
+
+    @Test
+    void optionsAreCarriedThrough() {
+        ServerSettings s = Cli.settings("--host", "0.0.0.0", "--port", "0", "--unix", "/tmp/p.sock", "--backlog", "10",
+                "--max-connections", "7", "--protocol", "wsgi", "--factory", "--root-path", "/api", "--scheme", "https",
+                "--wsgi-threads", "8", "--no-lifespan", "--no-uvloop", "--venv", "/v", "--no-auto-venv",
+                "--python-path", "/a", "--python-path", "/b", "--max-body", "0", "--max-header-size", "256",
+                "--keep-alive", "0", "--request-timeout", "1", "--graceful-timeout", "2", "--no-websockets",
+                "--access-log", "--log-level", "debug", "project.wsgi:application");
+        assertAll(
+                () -> assertEquals("project.wsgi:application", s.target()),
+                () -> assertEquals("0.0.0.0", s.host()),
+                () -> assertEquals(0, s.port()),
+                () -> assertEquals(Path.of("/tmp/p.sock"), s.unix()),
+                () -> assertEquals(10, s.backlog()),
+                () -> assertEquals(7, s.maxConnections()),
+                () -> assertEquals(Protocol.wsgi, s.protocol()),
+                () -> assertTrue(s.factory()),
+                () -> assertEquals("/api", s.rootPath()),
+                () -> assertEquals("https", s.scheme()),
+                () -> assertEquals(8, s.wsgiThreads()),
+                () -> assertFalse(s.lifespan()),
+                () -> assertFalse(s.uvloop()),
+                () -> assertEquals(Path.of("/v"), s.venv()),
+                () -> assertFalse(s.autoVenv()),
+                () -> assertEquals(List.of(Path.of("/a"), Path.of("/b")), s.pythonPath()),
+                () -> assertEquals(0, s.maxBody()),
+                () -> assertEquals(256, s.maxHeaderSize()),
+                () -> assertEquals(0, s.keepAliveMillis()),
+                () -> assertEquals(1, s.requestTimeoutMillis()),
+                () -> assertEquals(2, s.gracefulTimeoutMillis()),
+                () -> assertFalse(s.websockets()),
+                () -> assertTrue(s.accessLog()),
+                () -> assertEquals(LogLevel.debug, s.logLevel()));
+    }
+
+    @ParameterizedTest
+    @CsvSource({
+            "--port, -1", "--port, 65536", "--backlog, 0", "--max-connections, 0", "--wsgi-threads, 0",
+            "--wsgi-threads, 1025", "--max-body, -1", "--max-header-size, 255", "--max-header-size, 16777217",
+            "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1",
+    })
+    void outOfRangeValuesAreRefusedNamingTheOption(String option, String value) {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(option, value, "main:app"));
+        assertTrue(e.getMessage().contains("'" + option + "'") && e.getMessage().contains(value), e.getMessage());
+    }
+
+    // ---- 7. options whose feature is not built yet
+
+    /** Each option of ServerSettings.refuseUnbuilt, with arguments that ask for it. */
+    static Stream<Arguments> unbuilt() {
+        return Stream.of(
+                arguments("--workers", "--workers 2"),
+                arguments("--workers", "--workers 0"),
+                arguments("--free-threaded", "--free-threaded"),
+                arguments("--lifespan-scope", "--lifespan-scope worker"),
+                arguments("--python-home", "--python-home /opt/python"),
+                arguments("--forwarded-allow-ips", "--forwarded-allow-ips 10.0.0.0/8"),
+                arguments("--drain-delay", "--drain-delay 500"),
+                arguments("--reload", "--reload"),
+                arguments("--http2-only", "--http2-only"),
+                arguments("--http3", "--http3"),
+                arguments("--quic-port", "--quic-port 8443"),
+                arguments("--ws-max-message", "--ws-max-message 1024"),
+                arguments("--ws-ping-interval", "--ws-ping-interval 20000"),
+                arguments("--ws-ping-timeout", "--ws-ping-timeout 20000"),
+                arguments("--ws-max-queue", "--ws-max-queue 32"),
+                arguments("--ws-max-queue-bytes", "--ws-max-queue-bytes 4096"),
+                arguments("--ws-compress", "--ws-compress"),
+                arguments("--tls-cert", "--tls-cert x"),
+                arguments("--tls-key", "--tls-key k.pem"),
+                arguments("--tls-ciphers", "--tls-ciphers HIGH"),
+                arguments("--ktls", "--ktls"),
+                arguments("--acme-domain", "--acme-domain example.com"),
+                arguments("--acme-email", "--acme-email a@example.com"),
+                arguments("--acme-cache", "--acme-cache ./acme"),
+                arguments("--acme-staging", "--acme-staging"),
+                arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
+                arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
+                arguments("--redirect-http", "--redirect-http 80"),
+                arguments("--hsts", "--hsts 31536000"),
+                arguments("--static-dir", "--static-dir /a=b"),
+                arguments("--rate-limit", "--rate-limit 100/s"),
+                arguments("--rate-limit-burst", "--rate-limit-burst 10"),
+                arguments("--cache-size", "--cache-size 64"),
+                arguments("--cache-max-object", "--cache-max-object 1024"),
+                arguments("--cache-ttl-max", "--cache-ttl-max 300"),
+                arguments("--compress", "--compress"),
+                arguments("--compress-min-size", "--compress-min-size 1024"),
+                arguments("--compress-static", "--compress-static"),
+                arguments("--health-check-path", "--health-check-path /healthz"),
+                arguments("--metrics-port", "--metrics-port 9000"),
+                arguments("--metrics-host", "--metrics-host 0.0.0.0"),
+                arguments("--access-log-format", "--access-log-format json"),
+                arguments("--request-id", "--request-id"),
+                arguments("--request-start-header", "--request-start-header"),
+                arguments("--trace-context", "--trace-context"));
+    }
+
+    @ParameterizedTest(name = "{1}")
+    @MethodSource("unbuilt")
+    void notYetBuiltOptionIsRefusedByName(String option, String argLine) {
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.add("main:app");
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        assertEquals(option + " is not supported yet", e.getMessage());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"--workers 1", "--no-http2", "--no-websockets", "--drain-delay 0", "--workers 1 --no-http2 --no-websockets"})
+    void builtOrHarmlessValuesAreAccepted(String argLine) {
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.add("main:app");
+        ServerSettings s = Cli.settings(args.toArray(String[]::new));
+        assertEquals(!argLine.contains("--no-websockets"), s.websockets());
+    }
+
+    /** Options the server implements (or accepts as a no-op): every other option must be refused, never ignored. */
+    private static final Set<String> BUILT = Set.of(
+            "--host", "--port", "--unix", "--backlog", "--max-connections", "--protocol", "--factory", "--root-path",
+            "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
+            "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
+            "--no-websockets", "--access-log", "--log-level", "--help", "--version",
+            // accepted only with their default value (1, 0); any other value is refused (see unbuilt())
+            "--workers", "--drain-delay");
+
+    @Test
+    void everyOptionIsEitherBuiltOrRefused() {
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        Set<String> refused = new TreeSet<>();
+        unbuilt().forEach(a -> refused.add((String) a.get()[0]));
+        List<String> unaccounted = cl.getCommandSpec().options().stream().map(OptionSpec::longestName)
+                .filter(name -> !BUILT.contains(name) && !refused.contains(name)).sorted().toList();
+        assertTrue(unaccounted.isEmpty(), () -> "options neither built nor refused (would be silently ignored): " + unaccounted);
+    }
+
+    // ---- 8. target, scheme, root path
+
+    @Test
+    void missingTargetIsAClearUsageError() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings());
+        assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
+        assertTrue(e.getMessage().toLowerCase().contains("missing"), e.getMessage());
+        UsageException blank = assertThrows(UsageException.class, () -> Cli.settings("  "));
+        assertTrue(blank.getMessage().contains("MODULE:ATTRIBUTE"), blank.getMessage());
+    }
+
+    @Test
+    void targetWithoutColonIsAClearUsageError() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("main"));
+        assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
+        assertTrue(e.getMessage().contains("'main'"), () -> "quotes what was given: " + e.getMessage());
+    }
+
+    @Test
+    void targetIsCheckedBeforeUnbuiltOptions() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--http3"));
+        assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"ftp", "HTTP", "ws", "https:", ""})
+    void schemeOtherThanHttpOrHttpsIsRefused(String scheme) {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--scheme", scheme, "main:app"));
+        assertTrue(e.getMessage().contains("--scheme"), e.getMessage());
+        assertTrue(e.getMessage().contains("'" + scheme + "'"), e.getMessage());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"http", "https"})
+    void httpAndHttpsSchemesAreAccepted(String scheme) {
+        assertEquals(scheme, Cli.settings("--scheme", scheme, "main:app").scheme());
+    }
+
+    @ParameterizedTest
+    @CsvSource(value = {
+            "api/      | /api",
+            "/         | ''",
+            "/api      | /api",
+            "api       | /api",
+            "/api/     | /api",
+            "/a/b/     | /a/b",
+            "''        | ''",
+    }, delimiter = '|')
+    void rootPathIsNormalised(String given, String expected) {
+        assertEquals(expected, Cli.settings("--root-path", given, "main:app").rootPath());
+    }
+
+    @Test
+    void rootPathFromConfigurationIsNormalisedToo() {
+        assertEquals("/api", Cli.withSystemProperties(Map.of("peregrine.root-path", "api/"), () -> Cli.settings("main:app")).rootPath());
+    }
+}
