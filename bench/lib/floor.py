@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import platform
 import sys
 import time
@@ -198,12 +199,8 @@ def main(argv=None) -> int:
             base["state"] = state
             await asgi_check(fastapi_app.app, base)
             await asgi_run(fastapi_app.app, base, args.warmup)
-            results = []
-            for _ in range(args.runs):
-                # One fresh loop per run would cost nothing measurable; the runs share one to keep it simple,
-                # and yield to the main loop between runs so that the WSGI runs can interleave.
-                results.append(await asgi_run(fastapi_app.app, base, args.duration))
-                yield results[-1]
+            for _ in range(args.runs):  # yields between runs so that the WSGI runs interleave
+                yield await asgi_run(fastapi_app.app, base, args.duration)
             await shutdown()
 
         runners["fastapi"] = ("asgi", fastapi_bench)
@@ -252,7 +249,7 @@ def main(argv=None) -> int:
     labels = {"fastapi": "FastAPI (ASGI, uvloop)", "flask": "Flask (WSGI)"}
     md = [f"### Application floor: the apps called directly, no server ({time.strftime('%Y-%m-%d %H:%M:%S %z')})", "",
           f"CPython {platform.python_version()}, FastAPI {versions.get('fastapi')}, Flask {versions.get('flask')}, "
-          f"uvloop {versions.get('uvloop')}; {c.cpu_model()}, {c.os.cpu_count()} CPUs. GET {PATH}, "
+          f"uvloop {versions.get('uvloop')}; {c.cpu_model()}, {os.cpu_count()} CPUs. GET {PATH}, "
           f"median of {args.runs} runs of {args.duration:g} s.", "",
           "| App | Req/s (median) | Min | Max | µs per request |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, s in summary.items():
@@ -264,7 +261,7 @@ def main(argv=None) -> int:
     json_path, md_path = args.out / f"floor-{stamp}.json", args.out / f"floor-{stamp}.md"
     json_path.write_text(json.dumps({"settings": {"duration": args.duration, "runs": args.runs,
                                                   "warmup": args.warmup, "path": PATH},
-                                     "versions": versions, "cpu_model": c.cpu_model(), "nproc": c.os.cpu_count(),
+                                     "versions": versions, "cpu_model": c.cpu_model(), "nproc": os.cpu_count(),
                                      "summary": summary}, indent=2) + "\n")
     md_path.write_text(md_text)
     print()
