@@ -27,13 +27,16 @@ Routes (the ``root_path``, if any, is stripped before routing):
   /status/{code}          answers with that status
   /big?id=X&chunks=N&size=S  N chunks of S bytes with a Content-Length; records
                           in /result?id=X how many send() calls have returned
+  /empty-chunks           body messages a, "", b, "" (all more_body) and then c
+  /no-response            returns without sending anything
   /seen                   JSON list of every request target this process served
   /loop                   the class of the running event loop
   /sleep?s=F              sleeps F seconds, then "slept"
 
 The lifespan sets state["started"] = True and appends "startup" / "shutdown"
 lines to the file named by the environment variable PEREGRINE_TEST_MARKER.
-``no_lifespan_app`` is the same application but raises on the lifespan scope.
+``no_lifespan_app`` is the same application but raises on the lifespan scope;
+``failing_startup_app`` answers lifespan.startup with lifespan.startup.failed.
 """
 
 import asyncio
@@ -129,6 +132,17 @@ async def app(scope, receive, send):
 async def no_lifespan_app(scope, receive, send):
     if scope["type"] == "lifespan":
         raise RuntimeError("this application does not support the lifespan protocol")
+    await http(scope, receive, send)
+
+
+async def failing_startup_app(scope, receive, send):
+    """Reports lifespan.startup.failed: the server must not serve with it."""
+    if scope["type"] == "lifespan":
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            _marker("startup-failed")
+            await send({"type": "lifespan.startup.failed", "message": "database unreachable (on purpose)"})
+        return
     await http(scope, receive, send)
 
 
@@ -309,6 +323,18 @@ async def http(scope, receive, send):
         for i in range(n):
             await send({"type": "http.response.body", "body": block, "more_body": i < n - 1})
             RESULTS[key] = {"sent": i + 1}
+
+    elif path == "/empty-chunks":
+        # empty body messages in the middle must not end the response
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+        )
+        for part in (b"a", b"", b"b", b""):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"c", "more_body": False})
+
+    elif path == "/no-response":
+        return
 
     elif path == "/seen":
         await _json(send, SEEN)

@@ -18,6 +18,7 @@ Routes (by PATH_INFO):
   /write-wait?marker=F     write(b"first\\n"), waits for file F, returns the rest
   /stream?n=K&delay=D      a generator of K blocks with a close() that counts
   /stream-wait?marker=F    yields "first\\n", waits for file F, yields the rest
+  /empty-blocks            an iterator yielding a, "", b, "", c
   /closed-count            JSON of the close() counters
   /file?size=N             wsgi.file_wrapper around a BytesIO of N bytes
   /exc-info?mode=M         before: start_response again with exc_info before any
@@ -239,6 +240,11 @@ def app(environ, start_response):
 
         start_response("200 OK", [("Content-Type", "text/plain")])
         return gen()
+
+    if path == "/empty-blocks":
+        # empty blocks in the middle must not end the response
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return iter([b"a", b"", b"b", b"", b"c"])
 
     if path == "/closed-count":
         return _json(start_response, CLOSE_COUNT)

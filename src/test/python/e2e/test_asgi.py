@@ -216,6 +216,12 @@ def test_exception_gives_500_and_server_keeps_serving(asgi):
         assert c.request("GET", "/error").status == 500
 
 
+def test_returning_without_a_response_gives_500(asgi):
+    r = asgi.get("/no-response")
+    assert r.status_code == 500
+    assert asgi.get("/").content == b"hello, asgi"
+
+
 def test_exception_after_start_closes_connection(asgi):
     with asgi.raw() as c:
         c.send_request("GET", "/error-after-start")
@@ -239,6 +245,17 @@ def test_lifespan_startup_and_shutdown(start_server, marker_file):
     assert "shutdown" not in marker_file.read_text()
     assert_clean_exit(server, server.stop())
     assert marker_file.read_text().split() == ["startup", "shutdown"]
+
+
+def test_lifespan_startup_failed_stops_the_server(start_server, marker_file):
+    server = start_server(
+        "raw_asgi:failing_startup_app", env={"PEREGRINE_TEST_MARKER": str(marker_file)}, wait=False
+    )
+    code = server.wait_exit(60)
+    assert code is not None, "the server kept running after lifespan.startup.failed"
+    assert code != 0
+    assert "startup-failed" in marker_file.read_text()
+    assert "database unreachable (on purpose)" in server.output()
 
 
 def test_app_without_lifespan_support_still_serves(start_server):

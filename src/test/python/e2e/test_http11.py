@@ -157,6 +157,83 @@ def test_head_has_headers_and_no_body(raw_servers, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_head_of_a_streamed_response_has_no_body(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        head = c.request("HEAD", "/stream?n=3")
+        assert head.status == 200
+        nxt = c.request("GET", "/status/202")
+        assert nxt.status == 202
+        assert nxt.body == b"status 202"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_blocks_do_not_end_a_chunked_response(raw_servers, kind):
+    server = raw_servers(kind)
+    path = "/empty-chunks" if kind == "asgi" else "/empty-blocks"
+    with server.raw() as c:
+        r = c.request("GET", path)
+        assert r.status == 200
+        assert r.body == b"abc"
+        assert c.request("GET", "/status/202").body == b"status 202"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_sent_one_byte_at_a_time(raw_servers, kind):
+    import time
+
+    server = raw_servers(kind)
+    request = (
+        b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: yes\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + chunked(b"byte ", b"by byte")
+    )
+    with server.raw() as c:
+        for i in range(len(request)):
+            c.send(request[i : i + 1])
+            time.sleep(0.001)
+        r = c.read_response()
+    assert r.status == 200
+    assert r.body == b"byte by byte"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_transfer_coding_name_is_case_insensitive(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: Chunked\r\n\r\n" + chunked(b"mixed case"))
+        r = c.read_response()
+    assert r.status == 200
+    assert r.body == b"mixed case"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_expect_100_continue_answered_without_deadlock(raw_servers, kind):
+    # "/" does not read the body: the server either asks for it (100) or
+    # answers at once; it must not wait for a body the client holds back
+    server = raw_servers(kind)
+    body = b"z" * 1000
+    with server.raw() as c:
+        c.send(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+        first = c.read_head(skip_interim=False, timeout=10)
+        if first.status == 100:
+            c.send(body)
+            r = c.read_response()
+        else:
+            r = c.read_body(first)
+    assert r.status == 200
+    assert r.body == HELLO[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_absolute_form_request_target(raw_servers, kind):
+    server = raw_servers(kind)
+    with server.raw() as c:
+        r = c.request("GET", "http://127.0.0.1:%d/status/201" % server.port)
+    assert r.status == 201
+    assert r.body == b"status 201"
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_http10_client_gets_close_delimited_body(raw_servers, kind):
     server = raw_servers(kind)
     with server.raw() as c:

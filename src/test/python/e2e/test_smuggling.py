@@ -281,3 +281,8 @@ def test_response_header_with_crlf_gives_500(raw_servers, kind):
     assert r.header("x-injected") is None
     assert b"x-injected" not in r.raw_head.lower()
     assert server.get("/").content == HELLO[kind]
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_garbage_request_line(raw_servers, kind):
+    assert_rejected(raw_servers(kind), b"THIS IS NOT HTTP\r\n\r\n", 400)

@@ -44,7 +44,7 @@ public class CommandLineSetup {
         ConfigDefaults defaults = new ConfigDefaults();
         commandLine.setDefaultValueProvider(defaults);
         commandLine.setParameterExceptionHandler((ex, args) -> {
-            ex.getCommandLine().getErr().println("peregrine: " + describe(ex, defaults));
+            ex.getCommandLine().getErr().println("peregrine: " + describe(ex, args, defaults));
             return 2;
         });
         commandLine.getHelpSectionMap().put(CommandLine.Model.UsageMessageSpec.SECTION_KEY_OPTION_LIST, CommandLineSetup::groupedOptions);
@@ -53,14 +53,23 @@ public class CommandLineSetup {
     }
 
     /** One line; when the bad value came from the environment or a properties file, say where to look. */
-    private static String describe(ParameterException ex, ConfigDefaults defaults) {
+    private static String describe(ParameterException ex, String[] args, ConfigDefaults defaults) {
         String message = ex.getMessage();
         ArgSpec arg = ex.getArgSpec();
-        if (arg instanceof OptionSpec option && defaults.suppliedBy(option)
-                && !ex.getCommandLine().getParseResult().hasMatchedOption(option)) {
+        if (arg instanceof OptionSpec option && defaults.suppliedBy(option) && !typed(option, args)) {
             message = message + " (from " + ConfigDefaults.environmentName(option) + " or " + ConfigDefaults.key(option) + ")";
         }
         return message.replace(System.lineSeparator(), " ").strip();
+    }
+
+    /** Whether the option appears among the arguments (its value may not be recorded yet when conversion fails). */
+    private static boolean typed(OptionSpec option, String[] args) {
+        for (String arg : args) {
+            for (String name : option.names()) {
+                if (arg.equals(name) || arg.startsWith(name + "=")) return true;
+            }
+        }
+        return false;
     }
 
     private static String groupedOptions(Help help) {

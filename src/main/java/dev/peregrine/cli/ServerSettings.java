@@ -140,8 +140,8 @@ public record ServerSettings(
     }
 
     private static String normalizeRootPath(String rootPath) {
-        if (rootPath.isEmpty() || rootPath.equals("/")) return "";
         String p = rootPath.startsWith("/") ? rootPath : "/" + rootPath;
-        return p.endsWith("/") ? p.substring(0, p.length() - 1) : p;
+        while (p.endsWith("/")) p = p.substring(0, p.length() - 1);
+        return p;
     }
 }

@@ -100,10 +100,10 @@ public final class ResponseHead {
         int end = start + length;
         while (start < end && data[start] == ' ') start++;
         while (end > start && data[end - 1] == ' ') end--;
-        if (start == end || end - start > 18) throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, length));
+        if (start == end || end - start > 18) throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, end - start));
         for (int i = start; i < end; i++) {
             byte b = data[i];
-            if (b < '0' || b > '9') throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, length));
+            if (b < '0' || b > '9') throw new IllegalArgumentException("invalid response Content-Length " + quoted(start, end - start));
             value = value * 10 + (b - '0');
         }
         if (contentLength >= 0 && contentLength != value) throw new IllegalArgumentException("conflicting response Content-Length headers");

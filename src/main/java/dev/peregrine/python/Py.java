@@ -352,9 +352,9 @@ public final class Py {
     // ---- str ----
 
     public static MemorySegment str(String s) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment utf8 = arena.allocateFrom(s);
-            return check((MemorySegment) PyUnicode_FromStringAndSize.invokeExact(utf8, utf8.byteSize() - 1));
+        byte[] utf8 = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        try {
+            return check((MemorySegment) PyUnicode_FromStringAndSize.invokeExact(MemorySegment.ofArray(utf8), (long) utf8.length));
         } catch (PythonException e) { throw e; } catch (Throwable t) { throw fail(t); }
     }
 

@@ -49,7 +49,6 @@ class PercentDecoderTest {
             "%4g%41         | %4gA",
             "%g4            | %g4",
             "a%41%          | aA%",
-            "%00            | \u0000",
             "+%2B           | ++",
     }, delimiter = '|')
     void decodes(String input, String expected) {
