@@ -203,15 +203,19 @@ class Server:
         self.target = target
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=str(APPS_DIR),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=str(APPS_DIR),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            self._log.close()
+            raise ServerExited("cannot run %r: no such file (set PEREGRINE_CMD to the server command)" % argv[0])
         self.returncode = None
         LIVE_SERVERS.append(self)
 
@@ -318,8 +322,8 @@ class Server:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                pass
-        self._kill_group()
+                # still running (so its process group is still its own)
+                self._kill_group()
         self.returncode = self.proc.wait()
         self._log.close()
         if self in LIVE_SERVERS:
@@ -327,9 +331,9 @@ class Server:
         return self.returncode
 
     def _kill_group(self):
-        # The server was started in a session of its own: whatever it left
-        # behind in that process group (workers, a JVM behind a wrapper
-        # script) is ours to end.
+        # The server was started in a session of its own: the process group
+        # holds only it and what it started (workers, a JVM behind a wrapper
+        # script).
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

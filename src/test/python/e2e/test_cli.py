@@ -120,6 +120,8 @@ def test_bad_option_value_exits_2_naming_it():
     code, out = run_cli("--port", "abc", "raw_asgi:app")
     assert code == 2, out
     assert "--port" in out
+    # the value came from the command line, and the message must not say otherwise
+    assert "PEREGRINE_PORT" not in out, out
 
 
 @pytest.mark.peregrine_only

@@ -224,7 +224,15 @@ def test_expect_100_continue_answered_without_deadlock(raw_servers, kind):
     assert r.body == HELLO[kind]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "kind",
+    [
+        # uvicorn puts the whole absolute URI into the scope's path (RFC 9112
+        # section 3.2.2: a server must accept the absolute form)
+        pytest.param("asgi", marks=pytest.mark.peregrine_only),
+        "wsgi",
+    ],
+)
 def test_absolute_form_request_target(raw_servers, kind):
     server = raw_servers(kind)
     with server.raw() as c:
@@ -524,3 +532,28 @@ def test_sigterm_exits_zero_and_drains_in_flight_request(start_server, kind):
     assert_clean_exit(server, code)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_graceful_timeout_ends_a_request_that_takes_too_long(start_server, kind):
+    import threading
+
+    options = ["--graceful-timeout", "1000"] + (["--wsgi-threads", "4"] if kind == "wsgi" else [])
+    server = start_server("raw_%s:app" % kind, *options)
+    outcome = {}
+
+    def stuck_request():
+        try:
+            with server.raw(timeout=60) as c:
+                outcome["response"] = c.request("GET", "/sleep?s=40&probe=stuck", timeout=60)
+        except Exception as e:  # noqa: BLE001 - the request is expected to be cut off
+            outcome["error"] = e
+
+    t = threading.Thread(target=stuck_request, daemon=True)
+    t.start()
+    assert poll(lambda: any("probe=stuck" in p for p in server.get("/seen").json()), timeout=10)
+    server.terminate()
+    # a 40 s request does not hold up a shutdown with a 1 s grace period
+    assert server.wait_exit(15) is not None, "the server was still running 15 s after SIGTERM"
+    t.join(15)
+    assert "response" not in outcome or outcome["response"].status != 200

@@ -77,9 +77,11 @@ def test_two_different_content_lengths(raw_servers, kind):
         # allows a recipient to; Peregrine's spec rejects it
         pytest.param("asgi", "5,5", marks=PEREGRINE_ONLY),
         ("asgi", "abc"),
+        ("asgi", "-1"),
         ("wsgi", "+5"),
         ("wsgi", "5,5"),
         ("wsgi", "abc"),
+        ("wsgi", "-1"),
     ],
 )
 def test_malformed_content_length(raw_servers, kind, value):
@@ -286,3 +288,26 @@ def test_response_header_with_crlf_gives_500(raw_servers, kind):
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
 def test_garbage_request_line(raw_servers, kind):
     assert_rejected(raw_servers(kind), b"THIS IS NOT HTTP\r\n\r\n", 400)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "asgi",
+        # gunicorn neither answers nor closes the connection
+        pytest.param("wsgi", marks=PEREGRINE_ONLY),
+    ],
+)
+def test_chunk_size_overflow(raw_servers, kind):
+    request = (
+        b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"ffffffffffffffffffffff\r\nhello\r\n0\r\n\r\n"
+    )
+    assert_rejected(raw_servers(kind), request, 400)
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_nul_in_header_value(raw_servers, kind):
+    first = probe()
+    request = b"GET /?%s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Nul: a\x00b\r\n\r\n" % first.encode()
+    assert_rejected(raw_servers(kind), request, 400, never_called=[first])
