@@ -46,7 +46,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private final Application application;
     private final Connections connections;
     private final RequestHeadParser parser;
-    private final ChunkedDecoder chunkedDecoder = new ChunkedDecoder(4096, 8192);
+    /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
+    private ChunkedDecoder chunkedDecoder;
 
     private ChannelHandlerContext ctx;
     private ByteBuf input = Unpooled.EMPTY_BUFFER;
@@ -101,8 +102,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     public void channelInactive(ChannelHandlerContext ctx) {
         state = State.CLOSED;
         if (timer != null) timer.cancel(false);
-        input.release();
-        input = Unpooled.EMPTY_BUFFER;
+        releaseInput();
         Exchange exchange = current;
         current = null;
         if (exchange != null) exchange.cut();
@@ -178,6 +178,17 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
     }
 
+    /** An idle connection keeps no buffer: thousands of idle keep-alive connections should cost a few KiB each. */
+    private void releaseInput() {
+        input.release();
+        input = Unpooled.EMPTY_BUFFER;
+    }
+
+    private ChunkedDecoder chunkedDecoder() {
+        if (chunkedDecoder == null) chunkedDecoder = new ChunkedDecoder(4096, 8192);
+        return chunkedDecoder;
+    }
+
     private void read() {
         if (!readPending && state != State.CLOSED) {
             readPending = true;
@@ -203,13 +214,13 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             return;
         }
         state = State.HEAD;
-        chunkedDecoder.reset();
+        if (chunkedDecoder != null) chunkedDecoder.reset();
         lastProgress = System.nanoTime();
         if (input.isReadable()) headStarted = lastProgress;
         if (input.isReadable()) {
             advance();
         } else {
-            input.discardReadBytes();
+            releaseInput();
             read();
         }
     }
@@ -357,7 +368,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 if (head.chunked()) {
                     List<ByteBuf> pieces = new ArrayList<>(2);
                     try {
-                        bodyEnded = chunkedDecoder.decode(input, pieces);
+                        bodyEnded = chunkedDecoder().decode(input, pieces);
                     } catch (HttpParseException e) {
                         pieces.forEach(ByteBuf::release);
                         bodyError(e.status(), e.getMessage());
@@ -416,7 +427,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             if (head.chunked()) {
                 List<ByteBuf> pieces = new ArrayList<>();
                 try {
-                    boolean complete = chunkedDecoder.decode(input, pieces);
+                    boolean complete = chunkedDecoder().decode(input, pieces);
                     return complete;
                 } catch (HttpParseException e) {
                     return false;
