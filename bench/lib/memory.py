@@ -1,14 +1,18 @@
 """bench/memory: the memory of one Peregrine worker serving the FastAPI app, idle and with 10,000 idle connections.
 
-(a) Idle: the RSS of the process tree after a few hundred requests and a rest; how it splits between the JVM
-    (NMT: `jcmd PID VM.native_memory summary` of a second run started with -XX:NativeMemoryTracking=summary
-    through PEREGRINE_JAVA_OPTS: heap and non-heap committed) and Python (estimated by the RSS of a plain
-    `python -c "import fastapi_app; ..."` in the same venv), plus the RSS by mapping (anonymous memory,
-    libjvm, libpython, extension modules, other files) from /proc/PID/smaps.
+(a) Idle: the RSS of the process tree after 300 requests and a rest, and how it splits between the JVM and
+    Python. The split comes from a second run started with -XX:NativeMemoryTracking=summary (passed through
+    PEREGRINE_JAVA_OPTS): `jcmd PID VM.native_memory summary` gives the JVM's committed heap / non-heap and its
+    malloc total, `jcmd PID System.map` the resident size of every mapping with the JVM's category of its own;
+    what no JVM category claims is libpython and extension modules (files) and untracked anonymous memory
+    (CPython's pymalloc arenas and malloc, plus the JVM's malloc, which NMT counts and is subtracted). For
+    comparison: the RSS of a plain `python -c "import fastapi_app"` in the same venv.
 (b) 10,000 idle keep-alive connections: RSS before, open the connections from this process (non-blocking
-    sockets and selectors; each sends one `GET / HTTP/1.1` and reads the answer, then stays idle), RSS after;
-    bytes per idle connection (target: at most 5 KiB). Peregrine runs with --max-connections 20000
-    --keep-alive 600000 for this (defaults: 4096 and 5000 ms), uvicorn with --timeout-keep-alive 600.
+    sockets and selectors; each sends one `GET / HTTP/1.1` and reads the answer, then stays idle), RSS after:
+    bytes per idle connection (target: at most 5 KiB). Then closes them, and opens them again on the same
+    server (the cost once pools and the heap have grown). Peregrine runs with --max-connections 20000
+    --keep-alive 600000 for this (defaults: 4096 and 5000 ms), uvicorn with --timeout-keep-alive 600. A second
+    Peregrine run with NMT shows where the growth goes (heap, JVM malloc, Python, ...).
 uvicorn (httptools, uvloop) is measured the same way as a reference.
 """
 from __future__ import annotations
@@ -37,12 +41,14 @@ def parse_args(argv):
         prog="bench/memory",
         description="RSS of one idle Peregrine worker serving the FastAPI app and its JVM/Python split, and the "
                     "bytes each of 10,000 idle keep-alive connections adds; uvicorn as a reference. Writes "
-                    "bench/results/memory-<timestamp>.json and .md. Takes about 2 minutes.",
+                    "bench/results/memory-<timestamp>.json and .md. Takes about 2-3 minutes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--connections", type=int, default=10000, help="idle connections to open")
     p.add_argument("--concurrency", type=int, default=200, help="connections being opened at once")
     p.add_argument("--settle", type=float, default=5, help="seconds of rest before each RSS reading")
     p.add_argument("--no-uvicorn", action="store_true", help="skip the uvicorn reference")
+    p.add_argument("--no-attribution", action="store_true",
+                   help="skip the second Peregrine connection run with NMT that shows where the growth goes")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     return p.parse_args(argv)
 
@@ -260,32 +266,48 @@ class IdleConnections:
         self.idle = []
 
 
-def connections_test(kind: str, args, log_dir: Path) -> dict:
+def connections_test(kind: str, args, log_dir: Path, nmt: bool = False) -> dict:
+    """RSS before and after opening the idle connections. With nmt (Peregrine only), the JVM runs with
+    NativeMemoryTracking and the resident split (see resident_split) is taken before and after as well."""
     if kind == "peregrine":
         extra = ["--max-connections", "20000", "--keep-alive", "600000"]
     else:
         extra = ["--timeout-keep-alive", "600"]
-    proc, port = start_server(kind, log_dir, extra=extra)
+    proc, port = start_server(kind, log_dir, extra=extra,
+                              java_opts="-XX:NativeMemoryTracking=summary" if nmt else "")
+    prefixes = python_prefixes() if nmt else []
     try:
         before = settled_rss_kib(proc.pid, args.settle)
+        split_before = resident_split(proc.pid, nmt_summary(proc.pid), prefixes) if nmt else None
         conns = IdleConnections(port)
         c.log(f"bench: {kind}: RSS {before / 1024:.1f} MiB; opening {args.connections} idle connections")
         seconds = conns.open(args.connections, args.concurrency)
         opened = len(conns.idle)
         c.log(f"bench: {kind}: {len(conns.idle)} open in {seconds:.1f} s, {len(conns.failures)} failed")
         after = settled_rss_kib(proc.pid, args.settle)
+        split_after = resident_split(proc.pid, nmt_summary(proc.pid), prefixes) if nmt else None
         still_open = conns.still_open()
         peak_hwm = sum(c.status_fields(p).get("VmHWM", 0) for p in c.tree_pids(proc.pid))
         conns.close()
         after_close = settled_rss_kib(proc.pid, args.settle)
+        # A second wave on the same server: what the connections cost once pools and heap have grown.
+        again = IdleConnections(port)
+        again.open(args.connections, args.concurrency)
+        after_again = settled_rss_kib(proc.pid, args.settle)
+        split_again = resident_split(proc.pid, nmt_summary(proc.pid), prefixes) if nmt else None
+        again_open = again.still_open()
+        again.close()
         per_conn = (after - before) * 1024 / still_open if still_open else None
         failures = {}
         for f in conns.failures:
             failures[f] = failures.get(f, 0) + 1
         c.log(f"bench: {kind}: RSS {after / 1024:.1f} MiB with {still_open} idle connections: "
               f"{fmt_bytes(per_conn)} per connection")
-        return {"server": kind, "command_options": extra, "rss_before_kib": before, "rss_after_kib": after,
-                "rss_after_close_kib": after_close, "vm_hwm_kib": peak_hwm, "connections_requested": args.connections,
+        return {"server": kind, "nmt": nmt, "command_options": extra,
+                "split_before_kib": split_before, "split_after_kib": split_after,
+                "split_second_wave_kib": split_again, "rss_before_kib": before, "rss_after_kib": after,
+                "rss_after_close_kib": after_close, "rss_second_wave_kib": after_again,
+                "second_wave_open": again_open, "vm_hwm_kib": peak_hwm, "connections_requested": args.connections,
                 "connections_open": still_open, "open_seconds": seconds, "failures": failures,
                 "bytes_per_connection": per_conn, "opened": opened}
     finally:
@@ -315,7 +337,11 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log_dir = args.out / f"memory-{stamp}-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    version = c.build_peregrine()
+    try:
+        version = c.build_peregrine()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        c.log(f"bench: {e}")
+        return 1
     machine = c.machine_info(version)
     machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     result: dict = {"machine": machine, "settings": {"connections": args.connections, "settle_s": args.settle,
@@ -344,6 +370,8 @@ def main(argv=None) -> int:
             proc.stop()
         # (b) idle connections
         result["connections"] = [connections_test("peregrine", args, log_dir)]
+        if not args.no_attribution:
+            result["connections_nmt"] = connections_test("peregrine", args, log_dir, nmt=True)
         if not args.no_uvicorn:
             result["connections"].append(connections_test("uvicorn", args, log_dir))
     except KeyboardInterrupt:
@@ -409,8 +437,8 @@ def markdown(result: dict, args) -> str:
                   "Peregrine ran with `--max-connections 20000 --keep-alive 600000` (defaults 4096 and 5000 ms), "
                   "uvicorn with `--timeout-keep-alive 600`.", "",
                   "| Server | RSS before (MiB) | RSS with the connections (MiB) | Connections open | Failed | "
-                  "Per idle connection | After closing them (MiB) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "Per idle connection | After closing them (MiB) | Opened again (MiB) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in conns:
             target = ""
             if r["server"] == "peregrine" and r["bytes_per_connection"] is not None:
@@ -418,7 +446,25 @@ def markdown(result: dict, args) -> str:
                 target = f" ({'PASS' if ok else 'FAIL'}: target <= 5 KiB)"
             lines.append(f"| {r['server']} | {mib(r['rss_before_kib'])} | {mib(r['rss_after_kib'])} | "
                          f"{r['connections_open']:,} | {sum(r['failures'].values())} | "
-                         f"{fmt_bytes(r['bytes_per_connection'])}{target} | {mib(r['rss_after_close_kib'])} |")
+                         f"{fmt_bytes(r['bytes_per_connection'])}{target} | {mib(r['rss_after_close_kib'])} | "
+                         f"{mib(r['rss_second_wave_kib'])} |")
+        attr = result.get("connections_nmt")
+        if attr and attr["split_after_kib"] and attr["connections_open"]:
+            b, a, n = attr["split_before_kib"], attr["split_after_kib"], attr["connections_open"]
+            w = attr["split_second_wave_kib"]
+            names = {"jvm_heap": "JVM: Java heap", "jvm_non_heap_mmap": "JVM: metaspace, code, GC, stacks (mmap)",
+                     "jvm_malloc": "JVM: malloc (NMT; Netty's direct buffers among it)",
+                     "python_anonymous_estimate": "Python / untracked anonymous memory",
+                     "jvm_files": "JVM: files", "python_files": "Python: files", "other_files": "other files"}
+            lines += ["", f"Where Peregrine's growth goes (a second run with -XX:NativeMemoryTracking=summary: "
+                          f"{n:,} connections, {fmt_bytes((attr['rss_after_kib'] - attr['rss_before_kib']) * 1024 / n)} "
+                          "per connection by RSS):", "",
+                      "| Part | Before (MiB) | With the connections (MiB) | Per connection | "
+                      "Closed and opened again (MiB) |",
+                      "| --- | ---: | ---: | ---: | ---: |"]
+            for k, label in names.items():
+                lines.append(f"| {label} | {mib(b[k])} | {mib(a[k])} | {fmt_bytes((a[k] - b[k]) * 1024 / n)} | "
+                             f"{mib(w[k])} |")
         for r in conns:
             if r["failures"]:
                 lines.append(f"\n{r['server']} failures: " + "; ".join(f"{k} x{v}" for k, v in r["failures"].items()))

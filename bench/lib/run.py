@@ -73,10 +73,11 @@ def parse_args(argv):
                     "and .md. A full run takes about 12 minutes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run of about 3 minutes: 3 rounds of 2 s, 3 s of warm-up")
+                   help="a smoke run of about 3 minutes: 3 rounds of 2 s, 5 s of warm-up")
     p.add_argument("--rounds", type=int, default=5, help="rounds; the figures are the medians (at least 3)")
     p.add_argument("--duration", type=float, default=8, help="seconds of each wrk load")
-    p.add_argument("--warmup", type=float, default=5, help="seconds of discarded load per server before round 1")
+    p.add_argument("--warmup", type=float, default=10,
+                   help="seconds of discarded load per server before round 1 (the JVM's JIT needs several)")
     p.add_argument("--conns", default="64,256,512", help="comma-separated connection counts")
     p.add_argument("--path", default="/user/0", help="request path loaded")
     p.add_argument("--timeout", type=float, default=2, help="wrk's per-request timeout in seconds")
@@ -87,7 +88,7 @@ def parse_args(argv):
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.duration, args.warmup = 3, 2, 3
+        args.rounds, args.duration, args.warmup = 3, 2, 5
     if args.rounds < 1:
         p.error("--rounds must be at least 1 (3 or more for a meaningful median)")
     args.conns = [int(x) for x in args.conns.split(",") if x.strip()]
@@ -233,17 +234,29 @@ def summarize(servers: list[Server], args) -> dict:
     return summary
 
 
-def compare(summary: dict, args) -> tuple[list, list]:
+def compare(summary: dict, servers: dict, args) -> tuple[list, list]:
+    """Ratios of the medians against each baseline, and the targets (evaluated on the ratios of the medians)."""
     ratios, targets = [], []
     for app, cand, base, minimum in TARGETS:
         a, b = summary.get(f"{app}/{cand}", {}), summary.get(f"{app}/{base}", {})
+        if f"{app}/{cand}" not in servers or f"{app}/{base}" not in servers:
+            continue  # not selected with --servers
+        if not a or not b:
+            targets.append({"what": f"{app}: {cand}/{base} req/s >= {minimum}x: not measured "
+                                    f"({cand if not a else base} has no results)", "value": None, "pass": False})
+            continue
         for conns in args.conns:
             if conns not in a or conns not in b:
                 continue
             ra, rb = a[conns], b[conns]
             ratio = ra["rps"] / rb["rps"] if rb["rps"] else None
+            # The same ratio taken round by round (each pair measured minutes apart at most), then the median.
+            rounds_a = {m["round"]: m["rps"] for m in servers[f"{app}/{cand}"].results.get(conns, []) if "rps" in m}
+            rounds_b = {m["round"]: m["rps"] for m in servers[f"{app}/{base}"].results.get(conns, []) if "rps" in m}
+            paired = c.median([rounds_a[r] / rounds_b[r] for r in rounds_a if rounds_b.get(r)])
             ratios.append({"app": app, "candidate": cand, "baseline": base, "conns": conns,
-                           "rps_ratio": ratio, "p99_ratio": ra["p99_ms"] / rb["p99_ms"] if rb["p99_ms"] else None,
+                           "rps_ratio": ratio, "rps_ratio_paired_median": paired,
+                           "p99_ratio": ra["p99_ms"] / rb["p99_ms"] if rb["p99_ms"] else None,
                            "cpu_per_req_ratio": (ra["cpu_s_per_1k"] / rb["cpu_s_per_1k"]
                                                  if ra["cpu_s_per_1k"] and rb["cpu_s_per_1k"] else None),
                            "rss_ratio": ra["peak_rss_mib"] / rb["peak_rss_mib"] if rb["peak_rss_mib"] else None})
@@ -267,23 +280,29 @@ def markdown(servers, summary, ratios, targets, machine, args, complete) -> str:
               "median over the rounds (peak RSS: the largest over the rounds, whole process tree; "
               "CPU: user+system seconds of the process tree per 1,000 requests). "
               "Errors: socket connect/read/write/timeout plus responses >= 400, per run (median).", "",
-              "| App | Server | Conns | Req/s | p50 (ms) | p99 (ms) | Errors | Peak RSS (MiB) | CPU s / 1k req |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| App | Server | Conns | Req/s | Req/s range over the rounds | p50 (ms) | p99 (ms) | Errors | "
+              "Peak RSS (MiB) | CPU s / 1k req |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in servers:
         if s.error and not summary.get(s.key):
-            lines.append(f"| {s.app} | {s.name} | — | {s.error.splitlines()[0]} | | | | | |")
+            lines.append(f"| {s.app} | {s.name} | — | {s.error.splitlines()[0]} | | | | | | |")
             continue
         for conns, r in summary.get(s.key, {}).items():
-            lines.append(f"| {s.app} | {s.name} | {conns} | {r['rps']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+            lines.append(f"| {s.app} | {s.name} | {conns} | {r['rps']:,.0f} | {r['rps_min']:,.0f}–{r['rps_max']:,.0f} | "
+                         f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                          f"{r['errors']:g} | {r['peak_rss_mib']:.0f} | {fmt(r['cpu_s_per_1k'], 3)} |")
-    lines += ["", "| App | Peregrine vs | Conns | Req/s ratio | p99 ratio | CPU per request ratio | Peak RSS ratio |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += ["", "Ratios Peregrine / baseline: of the medians above, and the median of the ratios taken round by round.",
+              "", "| App | Peregrine vs | Conns | Req/s ratio | Req/s ratio, per round | p99 ratio | "
+              "CPU per request ratio | Peak RSS ratio |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in ratios:
         lines.append(f"| {r['app']} | {r['baseline']} | {r['conns']} | {fmt(r['rps_ratio'], 2)}x | "
+                     f"{fmt(r['rps_ratio_paired_median'], 2)}x | "
                      f"{fmt(r['p99_ratio'], 2)} | {fmt(r['cpu_per_req_ratio'], 2)} | {fmt(r['rss_ratio'], 2)} |")
     lines += ["", "| Target | Measured | Result |", "| --- | ---: | --- |"]
     for t in targets:
-        lines.append(f"| {t['what']} | {fmt(t['value'], 2)}x | {'PASS' if t['pass'] else 'FAIL'} |")
+        measured = "n/a" if t["value"] is None else f"{t['value']:.2f}x"
+        lines.append(f"| {t['what']} | {measured} | {'PASS' if t['pass'] else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -296,7 +315,11 @@ def main(argv=None) -> int:
     log_dir = args.out / f"{stamp}-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
 
-    peregrine_version = c.build_peregrine() if any(n == "peregrine" for _, n in args.servers) else None
+    try:
+        peregrine_version = c.build_peregrine() if any(n == "peregrine" for _, n in args.servers) else None
+    except (RuntimeError, OSError, c.subprocess.TimeoutExpired) as e:
+        c.log(f"bench: {e}")
+        return 1
     machine = c.machine_info(peregrine_version)
     machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     servers = [Server(a, n) for a, n in args.servers]
@@ -314,7 +337,7 @@ def main(argv=None) -> int:
         c.stop_all()
 
     summary = summarize(servers, args)
-    ratios, targets = compare(summary, args)
+    ratios, targets = compare(summary, {s.key: s for s in servers}, args)
     md = markdown(servers, summary, ratios, targets, machine, args, complete)
     result = {
         "machine": machine, "complete": complete,
