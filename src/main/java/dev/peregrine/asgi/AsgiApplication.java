@@ -38,6 +38,11 @@ public final class AsgiApplication implements ServedApplication {
     private MemorySegment createTask;
     private MemorySegment setResult;
     private MemorySegment completed;
+    private MemorySegment callSoon;
+    private MemorySegment flushFunction;
+    private boolean flushScheduled;
+    /** Responses of one turn of the loop go to the I/O thread with one wake-up; flushed on the loop's next turn. */
+    private final dev.peregrine.http.WakeupBatch batch = new dev.peregrine.http.WakeupBatch(this::scheduleFlush);
     private ScopeBuilder scopes;
     private AsgiMessages messages;
 
@@ -50,6 +55,11 @@ public final class AsgiApplication implements ServedApplication {
         this.lifespan = lifespan;
         interpreter.define("asgi_wake", args -> {
             wakeup.drain(this::runTask);
+            return null;
+        });
+        interpreter.define("asgi_flush", args -> {
+            flushScheduled = false;
+            batch.flush();
             return null;
         });
         interpreter.define("asgi_receive", args -> request(args.self()).receive());
@@ -83,6 +93,9 @@ public final class AsgiApplication implements ServedApplication {
         setResult = Py.getAttr(futureType, "set_result");
         Py.decRef(futureType);
         Py.decRef(asyncio);
+        MemorySegment nativeModule = Py.importModule("peregrine._native");
+        flushFunction = Py.getAttr(nativeModule, "asgi_flush");
+        Py.decRef(nativeModule);
         scopes = new ScopeBuilder(rootPath);
         messages = new AsgiMessages();
     }
@@ -199,11 +212,30 @@ public final class AsgiApplication implements ServedApplication {
             MemorySegment loop = Py.call(getLoop);
             createFuture = Py.getAttr(loop, "create_future");
             createTask = Py.getAttr(loop, "create_task");
+            callSoon = Py.getAttr(loop, "call_soon");
             Py.decRef(loop);
             Py.decRef(getLoop);
             Py.decRef(asyncio);
         }
         return new MemorySegment[] {createFuture, createTask};
+    }
+
+    dev.peregrine.http.WakeupBatch batch() {
+        return batch;
+    }
+
+    private void scheduleFlush() {
+        if (flushScheduled) return;
+        flushScheduled = true;
+        loopMethods();
+        MemorySegment handle = Py.callRaw(callSoon, flushFunction);
+        if (handle.address() == 0) {
+            LOG.error("Could not schedule the response flush: " + PythonException.fetch().getMessage());
+            flushScheduled = false;
+            batch.flush();
+        } else {
+            Py.decRef(handle);
+        }
     }
 
     MemorySegment newFuture() {

@@ -167,7 +167,7 @@ final class AsgiRequest implements BodyReceiver {
             ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, bytes);
             ResponseHead head = pendingHead;
             pendingHead = null;
-            exchange.send(head, data, !more);
+            exchange.send(head, data, !more, owner.batch());
             if (!more) {
                 complete = true;
                 wakeReceiver();
@@ -247,7 +247,7 @@ final class AsgiRequest implements BodyReceiver {
                 head.add("content-type", "text/plain; charset=utf-8");
                 ByteBuf text = PooledByteBufAllocator.DEFAULT.directBuffer(32);
                 text.writeCharSequence("Internal Server Error", java.nio.charset.StandardCharsets.US_ASCII);
-                exchange.send(head, text, true);
+                exchange.send(head, text, true, owner.batch());
             } else {
                 exchange.abort();
             }

@@ -36,6 +36,12 @@ public interface HttpExchange {
      */
     void send(ResponseHead head, ByteBuf body, boolean last);
 
+    /**
+     * Like {@link #send(ResponseHead, ByteBuf, boolean)}, but the I/O thread is not woken for it:
+     * it is queued in {@code batch}, whose flush the caller guarantees soon.
+     */
+    void send(ResponseHead head, ByteBuf body, boolean last, WakeupBatch batch);
+
     /** Ends the exchange without a complete response: the connection is closed. Any thread. */
     void abort();
 

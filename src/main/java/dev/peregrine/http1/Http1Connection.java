@@ -5,6 +5,7 @@ import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.AccessLog;
 import dev.peregrine.server.Connections;
 import io.netty.buffer.ByteBuf;
@@ -444,10 +445,17 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         public void send(ResponseHead responseHead, ByteBuf body, boolean last) {
+            send(responseHead, body, last, null);
+        }
+
+        @Override
+        public void send(ResponseHead responseHead, ByteBuf body, boolean last, WakeupBatch batch) {
             int size = body == null ? 0 : body.readableBytes();
             queued.addAndGet(size);
             if (ctx.executor().inEventLoop()) {
                 write(responseHead, body, last, size);
+            } else if (batch != null) {
+                batch.submit(ctx.executor(), () -> write(responseHead, body, last, size));
             } else {
                 ctx.executor().execute(() -> write(responseHead, body, last, size));
             }
