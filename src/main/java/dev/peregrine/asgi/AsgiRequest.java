@@ -243,11 +243,7 @@ final class AsgiRequest implements BodyReceiver {
         if (!complete) {
             boolean headSent = started && pendingHead == null;
             if (!headSent && !disconnected && !exchange.disconnected()) {
-                ResponseHead head = new ResponseHead(500);
-                head.add("content-type", "text/plain; charset=utf-8");
-                ByteBuf text = PooledByteBufAllocator.DEFAULT.directBuffer(32);
-                text.writeCharSequence("Internal Server Error", java.nio.charset.StandardCharsets.US_ASCII);
-                exchange.send(head, text, true, owner.batch());
+                exchange.send(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), true, owner.batch());
             } else {
                 exchange.abort();
             }

@@ -4,13 +4,12 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.PercentDecoder;
 import dev.peregrine.python.InternTable;
+import dev.peregrine.python.InternedStrings;
 import dev.peregrine.python.Py;
 
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
-import java.util.Map;
 
 /**
  * Builds the ASGI HTTP scope of a request: a copy of a template holding what every scope shares,
@@ -28,7 +27,7 @@ final class ScopeBuilder {
     private final MemorySegment kClient = Py.internedStr("client");
     private final MemorySegment kServer = Py.internedStr("server");
     private final MemorySegment kState = Py.internedStr("state");
-    private final Map<String, MemorySegment> strings = new HashMap<>();
+    private final InternedStrings constants = new InternedStrings();
     private final InternTable headerNames = new InternTable(Py::bytes);
     private final byte[] rootPath;
     private MemorySegment state;
@@ -51,23 +50,13 @@ final class ScopeBuilder {
         state = Py.newRef(lifespanState);
     }
 
-    /** A str made once per distinct value (methods, versions, schemes: a handful). */
-    private MemorySegment constant(String value) {
-        MemorySegment s = strings.get(value);
-        if (s == null) {
-            s = Py.internedStr(value);
-            strings.put(value, s);
-        }
-        return s;
-    }
-
     MemorySegment build(HttpExchange exchange) {
         HttpRequestHead head = exchange.head();
         byte[] bytes = head.bytes();
         MemorySegment scope = Py.dictCopy(template);
-        Py.dictSet(scope, kHttpVersion, constant(exchange.httpVersion()));
-        Py.dictSet(scope, kMethod, constant(head.method()));
-        Py.dictSet(scope, kScheme, constant(exchange.scheme()));
+        Py.dictSet(scope, kHttpVersion, constants.get(exchange.httpVersion()));
+        Py.dictSet(scope, kMethod, constants.get(head.method()));
+        Py.dictSet(scope, kScheme, constants.get(exchange.scheme()));
 
         int pathStart = head.pathStart(), pathLength = head.pathLength();
         byte[] decoded = PercentDecoder.decode(bytes, pathStart, pathLength);

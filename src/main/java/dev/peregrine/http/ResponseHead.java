@@ -24,6 +24,20 @@ public final class ResponseHead {
         this.status = status;
     }
 
+    /** The head of the 500 the server sends when the application failed before answering. */
+    public static ResponseHead internalError() {
+        ResponseHead head = new ResponseHead(500);
+        head.add("content-type", "text/plain; charset=utf-8");
+        return head;
+    }
+
+    /** The body that goes with {@link #internalError}. */
+    public static io.netty.buffer.ByteBuf internalErrorBody(io.netty.buffer.ByteBufAllocator alloc) {
+        io.netty.buffer.ByteBuf text = alloc.directBuffer(24);
+        text.writeCharSequence("Internal Server Error", java.nio.charset.StandardCharsets.US_ASCII);
+        return text;
+    }
+
     public int status() { return status; }
     public int count() { return count; }
     public byte[] data() { return data; }

@@ -327,11 +327,13 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         public void demand() {
-            if (ctx.executor().inEventLoop()) {
-                demandOnLoop();
-            } else {
-                ctx.executor().execute(this::demandOnLoop);
-            }
+            onLoop(this::demandOnLoop);
+        }
+
+        /** Runs {@code task} on the connection's I/O thread: now if already there. */
+        private void onLoop(Runnable task) {
+            if (ctx.executor().inEventLoop()) task.run();
+            else ctx.executor().execute(task);
         }
 
         private void demandOnLoop() {
@@ -474,7 +476,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 framing = ResponseEncoder.framing(head, responseHead, last ? size : -1);
                 lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
                 keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
-                        && framing != ResponseEncoder.Framing.UNTIL_CLOSE;
+                        && framing != ResponseEncoder.Framing.UNTIL_CLOSE && settings.keepAliveMillis() > 0;
                 out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1);
                 headSent = true;
             } else {
@@ -509,11 +511,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         public void abort() {
-            if (ctx.executor().inEventLoop()) {
-                abortOnLoop();
-            } else {
-                ctx.executor().execute(this::abortOnLoop);
-            }
+            onLoop(this::abortOnLoop);
         }
 
         private void abortOnLoop() {

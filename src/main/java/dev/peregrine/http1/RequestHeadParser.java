@@ -51,21 +51,9 @@ public final class RequestHeadParser {
     private static final byte[] HTTP_SCHEME = ascii("http://");
     private static final byte[] HTTPS_SCHEME = ascii("https://");
 
-    private static final boolean[] TCHAR = new boolean[256];
-
     static {
         for (int i = 0; i < STANDARD_METHODS.length; i++) {
             STANDARD_METHOD_BYTES[i] = ascii(STANDARD_METHODS[i]);
-        }
-        for (int c = '0'; c <= '9'; c++) {
-            TCHAR[c] = true;
-        }
-        for (int c = 'a'; c <= 'z'; c++) {
-            TCHAR[c] = true;
-            TCHAR[c - 'a' + 'A'] = true;
-        }
-        for (char c : "!#$%&'*+-.^_`|~".toCharArray()) {
-            TCHAR[c] = true;
         }
     }
 
@@ -485,7 +473,7 @@ public final class RequestHeadParser {
     }
 
     static boolean isTchar(byte b) {
-        return TCHAR[b & 0xFF];
+        return dev.peregrine.http.HttpChars.isTokenChar(b);
     }
 
     static boolean isOws(byte b) {

@@ -5,14 +5,13 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.PercentDecoder;
 import dev.peregrine.python.InternTable;
+import dev.peregrine.python.InternedStrings;
 import dev.peregrine.python.Py;
 
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.Map;
 
 /**
  * Builds the PEP 3333 environ: a copy of a template with the constant keys, plus the request's own
@@ -32,7 +31,7 @@ final class EnvironBuilder {
     private final MemorySegment kRemotePort = Py.internedStr("REMOTE_PORT");
     private final MemorySegment kScheme = Py.internedStr("wsgi.url_scheme");
     private final MemorySegment kInput = Py.internedStr("wsgi.input");
-    private final Map<String, MemorySegment> strings = new HashMap<>();
+    private final InternedStrings constants = new InternedStrings();
     /** "user-agent" becomes HTTP_USER_AGENT; content-type and content-length lose the prefix. */
     private final InternTable keys = new InternTable(EnvironBuilder::environKey);
 
@@ -48,15 +47,6 @@ final class EnvironBuilder {
         Py.dictSet(template, Py.internedStr("wsgi.file_wrapper"), fileWrapper);
         Py.dictSetSteal(template, Py.internedStr("SCRIPT_NAME"), Py.latin1(this.rootPath, 0, this.rootPath.length));
         Py.dictSetSteal(template, Py.internedStr("SERVER_SOFTWARE"), Py.str("peregrine/" + Version.VERSION));
-    }
-
-    private MemorySegment constant(String value) {
-        MemorySegment s = strings.get(value);
-        if (s == null) {
-            s = Py.internedStr(value);
-            strings.put(value, s);
-        }
-        return s;
     }
 
     private static MemorySegment environKey(byte[] data, int offset, int length) {
@@ -81,9 +71,9 @@ final class EnvironBuilder {
         HttpRequestHead head = exchange.head();
         byte[] bytes = head.bytes();
         MemorySegment environ = Py.dictCopy(template);
-        Py.dictSet(environ, kMethod, constant(head.method()));
-        Py.dictSet(environ, kProtocol, constant("HTTP/" + exchange.httpVersion()));
-        Py.dictSet(environ, kScheme, constant(exchange.scheme()));
+        Py.dictSet(environ, kMethod, constants.get(head.method()));
+        Py.dictSet(environ, kProtocol, constants.get("HTTP/" + exchange.httpVersion()));
+        Py.dictSet(environ, kScheme, constants.get(exchange.scheme()));
         Py.dictSetSteal(environ, kInput, input);
 
         int pathStart = head.pathStart(), pathLength = head.pathLength();
@@ -106,8 +96,8 @@ final class EnvironBuilder {
         Py.dictSetSteal(environ, kQueryString, Py.latin1(bytes, head.queryStart(), head.queryLength()));
 
         InetSocketAddress local = exchange.localAddress();
-        Py.dictSet(environ, kServerName, constant(local == null ? "localhost" : local.getAddress().getHostAddress()));
-        Py.dictSet(environ, kServerPort, constant(local == null ? "0" : Integer.toString(local.getPort())));
+        Py.dictSet(environ, kServerName, constants.get(local == null ? "localhost" : local.getAddress().getHostAddress()));
+        Py.dictSet(environ, kServerPort, constants.get(local == null ? "0" : Integer.toString(local.getPort())));
         InetSocketAddress remote = exchange.remoteAddress();
         if (remote != null) {
             Py.dictSetSteal(environ, kRemoteAddr, Py.str(remote.getAddress().getHostAddress()));

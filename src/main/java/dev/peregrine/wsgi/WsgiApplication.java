@@ -15,7 +15,6 @@ import io.netty.buffer.PooledByteBufAllocator;
 import org.jboss.logging.Logger;
 
 import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
@@ -261,11 +260,8 @@ public final class WsgiApplication implements ServedApplication {
         LOG.error("Exception in WSGI application\n" + (error.traceback().isEmpty() ? error.getMessage() : error.traceback()));
         if (request.complete) return;
         if (!request.headSent && !request.clientGone()) {
-            request.head = new ResponseHead(500);
-            request.head.add("content-type", "text/plain; charset=utf-8");
-            ByteBuf text = ALLOC.directBuffer(32);
-            text.writeCharSequence("Internal Server Error", StandardCharsets.US_ASCII);
-            request.send(text, true);
+            request.head = ResponseHead.internalError();
+            request.send(ResponseHead.internalErrorBody(ALLOC), true);
         } else {
             request.complete = true;
             request.exchange().abort();
