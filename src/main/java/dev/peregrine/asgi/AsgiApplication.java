@@ -2,6 +2,7 @@ package dev.peregrine.asgi;
 
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonException;
 import dev.peregrine.python.PythonInterpreter;
@@ -42,7 +43,7 @@ public final class AsgiApplication implements ServedApplication {
     private MemorySegment flushFunction;
     private boolean flushScheduled;
     /** Responses of one turn of the loop go to the I/O thread with one wake-up; flushed on the loop's next turn. */
-    private final dev.peregrine.http.WakeupBatch batch = new dev.peregrine.http.WakeupBatch(this::scheduleFlush);
+    private final WakeupBatch batch = new WakeupBatch(this::scheduleFlush);
     private ScopeBuilder scopes;
     private AsgiMessages messages;
 
@@ -121,8 +122,7 @@ public final class AsgiApplication implements ServedApplication {
             MemorySegment fd = Py.integer(wakeup.fd());
             MemorySegment useUvloop = Py.bool(uvloop);
             MemorySegment useLifespan = Py.bool(lifespan);
-            MemorySegment loopFn = glueRun;
-            MemorySegment result = Py.callRaw(loopFn, app, fd, useUvloop, useLifespan);
+            MemorySegment result = Py.callRaw(glueRun, app, fd, useUvloop, useLifespan);
             if (result.address() == 0) {
                 PythonException e = PythonException.fetch();
                 LOG.error("The ASGI event loop failed:\n" + e.traceback());
@@ -188,7 +188,8 @@ public final class AsgiApplication implements ServedApplication {
         MemorySegment receive = interpreter.bind("asgi_receive", id);
         MemorySegment send = interpreter.bind("asgi_send", id);
         MemorySegment coroutine = Py.callRaw(glueRunRequest, scope, receive, send, id);
-        MemorySegment task = coroutine.address() == 0 ? coroutine : Py.callRaw(loopMethods()[1], coroutine);
+        lookUpLoopMethods();
+        MemorySegment task = coroutine.address() == 0 ? coroutine : Py.callRaw(createTask, coroutine);
         Py.decRef(coroutine);
         Py.decRef(send);
         Py.decRef(receive);
@@ -204,8 +205,8 @@ public final class AsgiApplication implements ServedApplication {
         }
     }
 
-    /** The running loop's create_future and create_task, looked up on first use. */
-    private MemorySegment[] loopMethods() {
+    /** The running loop's create_future, create_task and call_soon, looked up on first use. */
+    private void lookUpLoopMethods() {
         if (createFuture == null) {
             MemorySegment asyncio = Py.importModule("asyncio");
             MemorySegment getLoop = Py.getAttr(asyncio, "get_running_loop");
@@ -217,17 +218,16 @@ public final class AsgiApplication implements ServedApplication {
             Py.decRef(getLoop);
             Py.decRef(asyncio);
         }
-        return new MemorySegment[] {createFuture, createTask};
     }
 
-    dev.peregrine.http.WakeupBatch batch() {
+    WakeupBatch batch() {
         return batch;
     }
 
     private void scheduleFlush() {
         if (flushScheduled) return;
         flushScheduled = true;
-        loopMethods();
+        lookUpLoopMethods();
         MemorySegment handle = Py.callRaw(callSoon, flushFunction);
         if (handle.address() == 0) {
             LOG.error("Could not schedule the response flush: " + PythonException.fetch().getMessage());
@@ -239,7 +239,8 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     MemorySegment newFuture() {
-        return Py.call(loopMethods()[0]);
+        lookUpLoopMethods();
+        return Py.call(createFuture);
     }
 
     /** A new future already holding {@code value} (stolen): what receive() returns when it can answer at once. */
