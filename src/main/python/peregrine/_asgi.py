@@ -1,4 +1,4 @@
-"""The ASGI side of the bridge: the event loop the application runs on, lifespan, and per-request channels.
+"""The ASGI side of the bridge: the event loop the application runs on, lifespan, and the task each request runs in.
 
 Java owns the connections. It hands requests to this loop through a queue and wakes it with an
 eventfd; ``_native.asgi_wake`` (Java) drains the queue and starts a ``run_request`` task for each new
