@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import http.client
+import json
 import os
 import platform
 import re
@@ -390,6 +391,17 @@ def machine_markdown(m: dict) -> str:
             f"gunicorn {m.get('gunicorn')}, FastAPI {m.get('fastapi')} (Starlette {m.get('starlette')}, "
             f"pydantic {m.get('pydantic')}), Flask {m.get('flask')} (Werkzeug {m.get('werkzeug')}), {m['wrk']}; "
             f"commit {m['git_commit']}.")
+
+
+def write_results(out_dir: Path, name: str, data: dict, md: str, *extra_lines: str) -> None:
+    """Writes NAME.json and NAME.md under out_dir, prints the Markdown and where both went."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / f"{name}.json", out_dir / f"{name}.md"
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    md_path.write_text(md)
+    print()
+    print(md)
+    print("\n".join([f"Results: {json_path}", f"         {md_path}", *extra_lines]))
 
 
 def median(values: list[float]) -> float | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import json
 import os
 import platform
 import sys
@@ -258,15 +257,10 @@ def main(argv=None) -> int:
     md_text = "\n".join(md) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = c.timestamp()
-    json_path, md_path = args.out / f"floor-{stamp}.json", args.out / f"floor-{stamp}.md"
-    json_path.write_text(json.dumps({"settings": {"duration": args.duration, "runs": args.runs,
-                                                  "warmup": args.warmup, "path": PATH},
-                                     "versions": versions, "cpu_model": c.cpu_model(), "nproc": os.cpu_count(),
-                                     "summary": summary}, indent=2) + "\n")
-    md_path.write_text(md_text)
-    print()
-    print(md_text)
-    print(f"Results: {json_path}\n         {md_path}")
+    c.write_results(args.out, f"floor-{stamp}", {"settings": {"duration": args.duration, "runs": args.runs,
+                                                              "warmup": args.warmup, "path": PATH},
+                                                 "versions": versions, "cpu_model": c.cpu_model(),
+                                                 "nproc": os.cpu_count(), "summary": summary}, md_text)
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import re
 import selectors
@@ -381,12 +380,7 @@ def main(argv=None) -> int:
         c.stop_all()
 
     md = markdown(result, args)
-    json_path, md_path = args.out / f"memory-{stamp}.json", args.out / f"memory-{stamp}.md"
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
-    md_path.write_text(md)
-    print()
-    print(md)
-    print(f"Results: {json_path}\n         {md_path}\nLogs and the NMT summary: {log_dir}")
+    c.write_results(args.out, f"memory-{stamp}", result, md, f"Logs and the NMT summary: {log_dir}")
     return 0
 
 

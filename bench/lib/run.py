@@ -348,13 +348,7 @@ def main(argv=None) -> int:
         "summary": {k: {str(n): v for n, v in per.items()} for k, per in summary.items()},
         "ratios": ratios, "targets": targets,
     }
-    json_path, md_path = args.out / f"{stamp}.json", args.out / f"{stamp}.md"
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
-    md_path.write_text(md)
-
-    print()
-    print(md)
-    print(f"Results: {json_path}\n         {md_path}\nServer logs: {log_dir}")
+    c.write_results(args.out, stamp, result, md, f"Server logs: {log_dir}")
     return 0
 
 
