@@ -36,9 +36,5 @@ public interface NativeFunction {
         public MemorySegment optional(int i) {
             return i < count ? array.getAtIndex(java.lang.foreign.ValueLayout.ADDRESS, i) : null;
         }
-
-        public int intAt(int i) {
-            return (int) Py.toLong(get(i));
-        }
     }
 }

@@ -110,8 +110,6 @@ public final class Py {
     private static final MethodHandle PyErr_Occurred = critical("PyErr_Occurred", a());
     private static final MethodHandle PyErr_SetString = fn("PyErr_SetString", v(ADDRESS, ADDRESS));
     private static final MethodHandle PyErr_Clear = fn("PyErr_Clear", v());
-    private static final MethodHandle PyErr_Print = fn("PyErr_Print", v());
-    private static final MethodHandle PyErr_ExceptionMatches = fn("PyErr_ExceptionMatches", i(ADDRESS));
     private static final MethodHandle PyErr_Restore = fn("PyErr_Restore", v(ADDRESS, ADDRESS, ADDRESS));
     static final MethodHandle PyErr_Fetch = fn("PyErr_Fetch", v(ADDRESS, ADDRESS, ADDRESS));
     static final MethodHandle PyErr_NormalizeException = fn("PyErr_NormalizeException", v(ADDRESS, ADDRESS, ADDRESS));
@@ -132,7 +130,6 @@ public final class Py {
     public static final MemorySegment ExcRuntimeError = pointedTo("PyExc_RuntimeError");
     public static final MemorySegment ExcTypeError = pointedTo("PyExc_TypeError");
     public static final MemorySegment ExcValueError = pointedTo("PyExc_ValueError");
-    public static final MemorySegment ExcOSError = pointedTo("PyExc_OSError");
 
     /** A statically allocated object: its address as a zero-length segment, compared by address. */
     private static MemorySegment object(String symbol) {
@@ -373,7 +370,6 @@ public final class Py {
     }
 
     private static final MemorySegment REPLACE = Arena.global().allocateFrom("replace");
-    private static final MemorySegment SURROGATEESCAPE = Arena.global().allocateFrom("surrogateescape");
 
     /** A new bytes object with a str encoded as ISO-8859-1 (the "native strings" of PEP 3333). */
     public static MemorySegment latin1Bytes(MemorySegment str) {
@@ -384,13 +380,6 @@ public final class Py {
     public static MemorySegment utf8(byte[] data, int offset, int length) {
         try {
             return (MemorySegment) PyUnicode_DecodeUTF8.invokeExact(MemorySegment.ofArray(data).asSlice(offset, length), (long) length, REPLACE);
-        } catch (Throwable t) { throw fail(t); }
-    }
-
-    /** A str decoded from UTF-8 with surrogateescape, which round-trips any bytes (paths, argv). */
-    public static MemorySegment utf8Lossless(byte[] data, int offset, int length) {
-        try {
-            return (MemorySegment) PyUnicode_DecodeUTF8.invokeExact(MemorySegment.ofArray(data).asSlice(offset, length), (long) length, SURROGATEESCAPE);
         } catch (Throwable t) { throw fail(t); }
     }
 
@@ -513,17 +502,8 @@ public final class Py {
         try { return ((MemorySegment) PyErr_Occurred.invokeExact()).address() != 0; } catch (Throwable t) { throw fail(t); }
     }
 
-    public static boolean errorMatches(MemorySegment type) {
-        try { return (int) PyErr_ExceptionMatches.invokeExact(type) != 0; } catch (Throwable t) { throw fail(t); }
-    }
-
     public static void clearError() {
         try { PyErr_Clear.invokeExact(); } catch (Throwable t) { throw fail(t); }
-    }
-
-    /** Prints the pending exception with its traceback to sys.stderr and clears it. */
-    public static void printError() {
-        try { PyErr_Print.invokeExact(); } catch (Throwable t) { throw fail(t); }
     }
 
     /** Re-raises an exception given as (type, value, traceback), as {@code raise value.with_traceback(tb)}. */

@@ -42,8 +42,6 @@ public final class PythonInterpreter {
         this.install = install;
     }
 
-    public PythonInstall install() { return install; }
-
     /**
      * Loads libpython and initialises the interpreter on the calling thread, puts {@code pathEntries}
      * (then the Python half of Peregrine) on sys.path, and releases the GIL.

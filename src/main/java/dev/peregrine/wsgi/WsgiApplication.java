@@ -32,7 +32,6 @@ public final class WsgiApplication implements ServedApplication {
     private static final WsgiRequest STOP = new WsgiRequest(null, r -> {});
     private static final ByteBufAllocator ALLOC = PooledByteBufAllocator.DEFAULT;
 
-    private final PythonInterpreter interpreter;
     private final MemorySegment app;
     private final String rootPath;
     private final int threads;
@@ -48,7 +47,6 @@ public final class WsgiApplication implements ServedApplication {
     private MemorySegment closeName;
 
     public WsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, int threads) {
-        this.interpreter = interpreter;
         this.app = app;
         this.rootPath = rootPath;
         this.threads = threads;
