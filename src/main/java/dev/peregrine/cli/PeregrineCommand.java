@@ -1,6 +1,8 @@
 package dev.peregrine.cli;
 
 import dev.peregrine.server.PeregrineServer;
+import dev.peregrine.workers.Supervisor;
+import dev.peregrine.workers.SupervisorLink;
 import io.quarkus.picocli.runtime.annotations.TopCommand;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -125,6 +127,7 @@ public class PeregrineCommand implements Callable<Integer> {
             System.err.println("peregrine: " + e.getMessage());
             return 2;
         }
-        return new PeregrineServer(settings).run();
+        // A worker started by a supervisor parses the same command line, and must not supervise in turn.
+        return settings.supervised() && !SupervisorLink.supervised() ? new Supervisor(settings).run() : new PeregrineServer(settings).run();
     }
 }

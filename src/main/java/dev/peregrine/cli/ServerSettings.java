@@ -33,7 +33,11 @@ public record ServerSettings(
         long gracefulTimeoutMillis,
         boolean websockets,
         boolean accessLog,
-        LogLevel logLevel) {
+        LogLevel logLevel,
+        int workers,
+        long drainDelayMillis,
+        boolean reload,
+        String healthCheckPath) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -67,7 +71,29 @@ public record ServerSettings(
                 range("--graceful-timeout", value(c.gracefulTimeout, 10_000L), 0, Long.MAX_VALUE),
                 !value(c.noWebsockets, false),
                 value(c.accessLog, false),
-                value(c.logLevel, LogLevel.info));
+                value(c.logLevel, LogLevel.info),
+                workerCount(range("--workers", value(c.workers, 1), 0, 1024)),
+                range("--drain-delay", value(c.drainDelay, 0L), 0, Long.MAX_VALUE),
+                value(c.reload, false),
+                healthCheckPath(c.healthCheckPath));
+    }
+
+    /** Whether a supervisor runs the workers as child processes; otherwise this process is the one worker. */
+    public boolean supervised() {
+        return workers != 1 || reload;
+    }
+
+    /** 0 means one per CPU, as gunicorn users write $(nproc). */
+    private static int workerCount(int asked) {
+        return asked == 0 ? Runtime.getRuntime().availableProcessors() : asked;
+    }
+
+    private static String healthCheckPath(String path) {
+        if (path == null) return null;
+        if (!path.startsWith("/") || path.chars().anyMatch(ch -> ch <= ' ' || ch == '?' || ch == '#' || ch >= 0x7f)) {
+            throw new UsageException("invalid value for option '--health-check-path': '" + path + "' is not an absolute path without query");
+        }
+        return path;
     }
 
     /**
@@ -76,13 +102,10 @@ public record ServerSettings(
      */
     private static void refuseUnbuilt(PeregrineCommand c) {
         Map<String, Boolean> asked = new LinkedHashMap<>();
-        asked.put("--workers", c.workers != null && c.workers != 1);
         asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
         asked.put("--forwarded-allow-ips", c.forwardedAllowIps != null);
-        asked.put("--drain-delay", c.drainDelay != null && c.drainDelay != 0);
-        asked.put("--reload", Boolean.TRUE.equals(c.reload));
         asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
         asked.put("--http3", Boolean.TRUE.equals(c.http3));
         asked.put("--quic-port", c.quicPort != null);
@@ -113,7 +136,6 @@ public record ServerSettings(
         asked.put("--compress", Boolean.TRUE.equals(c.compress));
         asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", Boolean.TRUE.equals(c.compressStatic));
-        asked.put("--health-check-path", c.healthCheckPath != null);
         asked.put("--metrics-port", c.metricsPort != null);
         asked.put("--metrics-host", c.metricsHost != null);
         asked.put("--access-log-format", c.accessLogFormat != null);

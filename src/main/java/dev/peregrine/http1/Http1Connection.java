@@ -41,6 +41,9 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Above this much queued response data, a sender is told to wait ({@link HttpExchange#writable}). */
     private static final long QUEUED_HIGH_WATER = 256 * 1024;
 
+    /** How long a connection must have been idle for a drain to close it without waiting for its next request. */
+    private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+
     private enum State { HEAD, BODY, RESPONDING, CLOSED }
 
     private final Http1Settings settings;
@@ -126,10 +129,24 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
         if (evt == Connections.DrainEvent.INSTANCE) {
             draining = true;
-            if (state == State.HEAD && !input.isReadable()) ctx.close();
+            if (state == State.HEAD && !input.isReadable()) {
+                // A client that is about to reuse this connection would see it reset under its request:
+                // one idle for a while is closed now, one just used gets a moment to send its next request,
+                // which is then answered with Connection: close.
+                long idle = System.nanoTime() - lastProgress;
+                if (idle >= DRAIN_IDLE_GRACE_NANOS) ctx.close();
+                else ctx.executor().schedule(this::closeIfIdle, DRAIN_IDLE_GRACE_NANOS - idle, TimeUnit.NANOSECONDS);
+            }
             return;
         }
         ctx.fireUserEventTriggered(evt);
+    }
+
+    private void closeIfIdle() {
+        if (state == State.HEAD && !input.isReadable()) {
+            state = State.CLOSED;
+            ctx.close();
+        }
     }
 
     /** Does whatever the current state allows with the input buffered so far. */

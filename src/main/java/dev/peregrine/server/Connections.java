@@ -37,6 +37,7 @@ public final class Connections {
     public void requestStarted() { inFlight.incrementAndGet(); }
     public void requestEnded() { inFlight.decrementAndGet(); }
     public int inFlight() { return inFlight.get(); }
+    public int open() { return open.get(); }
     public boolean draining() { return draining; }
 
     /** From now on responses close their connections and idle ones are closed by their handlers. */

@@ -6,9 +6,11 @@ import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
 import dev.peregrine.http1.Http1Initializer;
 import dev.peregrine.http1.Http1Settings;
+import dev.peregrine.ops.HealthCheck;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.workers.SupervisorLink;
 import dev.peregrine.wsgi.WsgiApplication;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
@@ -16,21 +18,16 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollEventLoopGroup;
-import io.netty.channel.epoll.EpollServerDomainSocketChannel;
-import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.nio.NioEventLoopGroup;
-import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.channel.unix.DomainSocketAddress;
 import org.jboss.logging.Logger;
 import sun.misc.Signal;
 
 import java.lang.foreign.MemorySegment;
-import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 
@@ -42,7 +39,8 @@ public final class PeregrineServer {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final ServerSettings settings;
-    private final CountDownLatch shutdown = new CountDownLatch(1);
+    private final LinkedBlockingQueue<Stop> stops = new LinkedBlockingQueue<>();
+    private volatile boolean serving;
 
     public PeregrineServer(ServerSettings settings) {
         this.settings = settings;
@@ -51,6 +49,15 @@ public final class PeregrineServer {
     /** Serves until SIGTERM or SIGINT; returns the exit status. */
     public int run() {
         applyLogLevel();
+        // Before anything else: nothing is served yet, so a stop during startup (an import that hangs,
+        // Ctrl-C) ends the process at once; from the startup line on, a stop is a drain.
+        Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143));
+        Signal.handle(new Signal("INT"), signal -> stopOrExit(Stop.AFTER_DELAY, 130));
+        Signal.handle(new Signal("HUP"), SupervisorLink.supervised()
+                // The supervisor decides about replacements; a hang-up of the terminal is not a request to stop.
+                ? signal -> { }
+                : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
+                        + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         PythonInstall install;
         PythonInterpreter interpreter;
         try {
@@ -98,32 +105,20 @@ public final class PeregrineServer {
         Connections connections = new Connections(settings.maxConnections());
         Http1Settings http1 = new Http1Settings(settings.maxHeaderSize(), settings.maxBody(), settings.keepAliveMillis(),
                 settings.requestTimeoutMillis(), settings.scheme(), settings.accessLog());
+        HealthCheck health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath(), application);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
+        ServerBootstrap bootstrap = new ServerBootstrap()
+                .group(acceptors, workers)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childHandler(new Http1Initializer(http1, health != null ? health : application, connections));
+        if (settings.unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
         Channel listener;
-        String address;
+        SupervisorLink link;
         try {
-            ServerBootstrap bootstrap = new ServerBootstrap()
-                    .group(acceptors, workers)
-                    .option(ChannelOption.SO_BACKLOG, settings.backlog())
-                    .option(ChannelOption.SO_REUSEADDR, true)
-                    .childOption(ChannelOption.AUTO_READ, false)
-                    .childHandler(new Http1Initializer(http1, application, connections));
-            if (settings.unix() != null) {
-                if (!epoll) throw new IllegalStateException("--unix needs the epoll transport, which is not available here");
-                Files.deleteIfExists(settings.unix());
-                listener = bootstrap.channel(EpollServerDomainSocketChannel.class)
-                        .bind(new DomainSocketAddress(settings.unix().toFile())).sync().channel();
-                address = "unix:" + settings.unix();
-            } else {
-                bootstrap.channel(epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class)
-                        .childOption(ChannelOption.TCP_NODELAY, true);
-                listener = bootstrap.bind(settings.host(), settings.port()).sync().channel();
-                InetSocketAddress bound = (InetSocketAddress) listener.localAddress();
-                String host = settings.host().contains(":") ? "[" + settings.host() + "]" : settings.host();
-                address = "http://" + host + ":" + bound.getPort();
-            }
+            link = SupervisorLink.connectIfSupervised(acceptors, () -> stops.add(Stop.NOW));
+            listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.unix() != null);
         } catch (Exception e) {
             System.err.println("peregrine: cannot listen on " + (settings.unix() != null ? settings.unix() : settings.host() + ":" + settings.port())
                     + ": " + e.getMessage());
@@ -133,17 +128,31 @@ public final class PeregrineServer {
             return 1;
         }
 
-        LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
-                protocol.toUpperCase(), flavour, address, install.version(), install.executable());
-        Signal.handle(new Signal("TERM"), signal -> shutdown.countDown());
-        Signal.handle(new Signal("INT"), signal -> shutdown.countDown());
-        awaitShutdown();
+        serving = true;
+        if (link == null) {
+            LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
+                    protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
+        } else {
+            LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", link.id(), ProcessHandle.current().pid(),
+                    settings.target(), protocol.toUpperCase(), flavour, install.version());
+            link.ready();
+        }
+        Stop stop = awaitStop();
+        if (stop == Stop.AFTER_DELAY && settings.drainDelayMillis() > 0) {
+            if (health != null) health.fail();
+            LOG.infof("Draining in %d ms: the health check fails from now on, requests are still served", settings.drainDelayMillis());
+            // A second signal, or the supervisor, cuts the delay short.
+            pollStop(settings.drainDelayMillis());
+        }
 
         LOG.info("Shutting down: finishing requests in flight");
+        if (health != null) health.fail();
         listener.close().syncUninterruptibly();
         connections.startDraining();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.gracefulTimeoutMillis());
-        while (connections.inFlight() > 0 && System.nanoTime() < deadline) {
+        // Connections, not only requests: idle keep-alive connections close on their own within a moment,
+        // and one that sends a request meanwhile gets its answer (with Connection: close) instead of a reset.
+        while ((connections.inFlight() > 0 || connections.open() > 0) && System.nanoTime() < deadline) {
             sleep(10);
         }
         int cut = connections.inFlight();
@@ -152,7 +161,7 @@ public final class PeregrineServer {
         stopApplication(application);
         acceptors.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         workers.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
-        if (settings.unix() != null) {
+        if (settings.unix() != null && link == null) {
             try {
                 Files.deleteIfExists(settings.unix());
             } catch (java.io.IOException ignored) {
@@ -164,14 +173,29 @@ public final class PeregrineServer {
         return cut > 0 ? 1 : 0;
     }
 
-    private void awaitShutdown() {
+    private void stopOrExit(Stop stop, int status) {
+        if (serving) stops.add(stop);
+        else Runtime.getRuntime().halt(status);
+    }
+
+    /** How a stop was asked for: by a signal (the drain delay applies) or by the supervisor (at once). */
+    private enum Stop { AFTER_DELAY, NOW }
+
+    private Stop awaitStop() {
         while (true) {
             try {
-                shutdown.await();
-                return;
+                return stops.take();
             } catch (InterruptedException ignored) {
-                // Only a signal ends the server.
+                // Only a signal or the supervisor ends the server.
             }
+        }
+    }
+
+    private void pollStop(long millis) {
+        try {
+            stops.poll(millis, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

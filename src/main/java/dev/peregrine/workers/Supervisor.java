@@ -1,0 +1,314 @@
+package dev.peregrine.workers;
+
+import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.cli.Version;
+import dev.peregrine.server.Listeners;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.unix.UnixChannel;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollEventLoopGroup;
+import org.jboss.logging.Logger;
+import sun.misc.Signal;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * The parent process when there are several workers (or --reload): it owns the listening socket and
+ * runs no Python. It starts the workers, hands each the socket, replaces one that dies, replaces all
+ * of them one at a time on SIGHUP or a source change, and forwards SIGTERM/SIGINT.
+ *
+ * <p>All decisions happen on one thread reading {@link Event}s, so the state needs no locks: signals,
+ * process exits, readiness reports and file changes only post events.
+ */
+public final class Supervisor {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+    /** A worker that dies younger than this counts as failing at startup, and its restarts back off. */
+    private static final double STARTUP_FAILURE_SECONDS = 10;
+    private static final long MAX_BACKOFF_MILLIS = 30_000;
+
+    private sealed interface Event {}
+    private record Stop(String signal) implements Event {}
+    private record Replace(String reason) implements Event {}
+    private record Connected(long pid, Channel control) implements Event {}
+    private record Ready(long pid) implements Event {}
+    private record Exited(WorkerProcess worker, int status) implements Event {}
+    private record Respawn(int position) implements Event {}
+
+    private final ServerSettings settings;
+    private final LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
+    private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "supervisor-timer");
+        t.setDaemon(true);
+        return t;
+    });
+    private final Map<Long, WorkerProcess> byPid = new HashMap<>();
+    private final Set<WorkerProcess> live = new LinkedHashSet<>();
+    private final Map<Long, Channel> earlyControl = new HashMap<>();
+    private final Set<Long> earlyReady = new LinkedHashSet<>();
+    private WorkerProcess[] serving;
+    private int[] failures;
+    private String controlPath;
+
+    /** The rolling replacement under way: positions still to replace, and the replacement starting now. */
+    private final Deque<Integer> toReplace = new ArrayDeque<>();
+    private WorkerProcess incoming;
+    private boolean replaceAgain;
+
+    private boolean started;
+    private boolean stopping;
+    private int exitStatus;
+
+    public Supervisor(ServerSettings settings) {
+        this.settings = settings;
+    }
+
+    public int run() {
+        if (!Epoll.isAvailable()) {
+            System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
+            return 1;
+        }
+        int count = settings.workers();
+        EventLoopGroup group = new EpollEventLoopGroup(1);
+        Path controlDir = null;
+        Channel listener;
+        ControlServer control;
+        try {
+            // The supervisor never accepts: its copy of the socket only keeps the socket, and its queue, alive.
+            listener = Listeners.bind(new ServerBootstrap().group(group)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInboundHandlerAdapter()), settings);
+        } catch (Exception e) {
+            System.err.println("peregrine: cannot listen on " + (settings.unix() != null ? settings.unix() : settings.host() + ":" + settings.port())
+                    + ": " + e.getMessage());
+            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+            return 1;
+        }
+        try {
+            controlDir = Files.createTempDirectory("peregrine-");
+            controlPath = controlDir.resolve("control.sock").toString();
+            int fd = ((UnixChannel) listener).fd().intValue();
+            control = new ControlServer(group, Path.of(controlPath), fd,
+                    (pid, channel) -> events.add(new Connected(pid, channel)), pid -> events.add(new Ready(pid)));
+        } catch (Exception e) {
+            System.err.println("peregrine: cannot open the workers' control socket: " + e.getMessage());
+            listener.close();
+            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+            return 1;
+        }
+
+        Signal.handle(new Signal("TERM"), s -> events.add(new Stop("SIGTERM")));
+        Signal.handle(new Signal("INT"), s -> events.add(new Stop("SIGINT")));
+        Signal.handle(new Signal("HUP"), s -> events.add(new Replace("SIGHUP")));
+        SourceWatcher watcher = settings.reload() ? SourceWatcher.start(watchedDirectories(), () -> events.add(new Replace("a source change"))) : null;
+
+        String address = Listeners.describe(listener, settings);
+        serving = new WorkerProcess[count];
+        failures = new int[count];
+        for (int i = 0; i < count && !stopping; i++) serving[i] = spawn(i);
+        loop(address, count);
+
+        if (watcher != null) watcher.close();
+        listener.close().syncUninterruptibly();
+        control.close();
+        group.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
+        timers.shutdownNow();
+        deleteQuietly(Path.of(controlPath));
+        deleteQuietly(controlDir);
+        if (settings.unix() != null) deleteQuietly(settings.unix());
+        LOG.info("Stopped");
+        return exitStatus;
+    }
+
+    private void loop(String address, int count) {
+        long killAt = Long.MAX_VALUE;
+        while (!(stopping && live.isEmpty())) {
+            Event event;
+            try {
+                event = killAt == Long.MAX_VALUE ? events.take() : events.poll(Math.max(1, killAt - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                continue;
+            }
+            if (event == null) {
+                for (WorkerProcess w : live) {
+                    LOG.warnf("%s did not stop in time: killed", w.name());
+                    w.kill();
+                }
+                killAt = Long.MAX_VALUE;
+                exitStatus = 1;
+                continue;
+            }
+            switch (event) {
+                case Stop stop -> {
+                    if (!stopping) {
+                        LOG.infof("%s: stopping %d worker(s)", stop.signal(), live.size());
+                        stopping = true;
+                        toReplace.clear();
+                        for (WorkerProcess w : live) w.terminate();
+                        killAt = System.currentTimeMillis() + settings.drainDelayMillis() + settings.gracefulTimeoutMillis() + 15_000;
+                    }
+                }
+                case Replace replace -> replaceAll(replace.reason());
+                case Connected connected -> {
+                    WorkerProcess w = byPid.get(connected.pid());
+                    if (w != null) w.control = connected.control();
+                    else earlyControl.put(connected.pid(), connected.control());
+                }
+                case Ready ready -> {
+                    WorkerProcess w = byPid.get(ready.pid());
+                    if (w == null) earlyReady.add(ready.pid());
+                    else onReady(w, address, count);
+                }
+                case Exited exited -> onExit(exited.worker(), exited.status());
+                case Respawn respawn -> {
+                    if (!stopping) serving[respawn.position()] = spawn(respawn.position());
+                }
+            }
+        }
+    }
+
+    private WorkerProcess spawn(int position) {
+        WorkerProcess w;
+        try {
+            w = WorkerProcess.start(position, controlPath);
+        } catch (IOException e) {
+            LOG.errorf("Cannot start worker %d: %s", position + 1, e.getMessage());
+            events.add(new Stop("worker start failure"));
+            exitStatus = 1;
+            return null;
+        }
+        byPid.put(w.pid(), w);
+        live.add(w);
+        w.process.onExit().thenAccept(p -> events.add(new Exited(w, p.exitValue())));
+        Channel early = earlyControl.remove(w.pid());
+        if (early != null) w.control = early;
+        if (earlyReady.remove(w.pid())) events.add(new Ready(w.pid()));
+        LOG.debugf("Started %s", w.name());
+        return w;
+    }
+
+    private void onReady(WorkerProcess w, String address, int count) {
+        w.ready = true;
+        if (stopping) return;
+        if (w == incoming) {
+            WorkerProcess old = serving[w.position];
+            serving[w.position] = w;
+            incoming = null;
+            if (old != null) {
+                LOG.infof("Replaced %s with %s", old.name(), w.name());
+                old.drain();
+            }
+            replaceNext();
+            return;
+        }
+        LOG.debugf("%s ready", w.name());
+        if (!started && Stream.of(serving).allMatch(s -> s != null && s.ready)) {
+            started = true;
+            LOG.infof("Peregrine %s serving %s on %s with %d workers (pids %s)%s", Version.VERSION, settings.target(), address, count,
+                    Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse(""),
+                    settings.reload() ? ", reloading on source changes" : "");
+        }
+    }
+
+    private void onExit(WorkerProcess w, int status) {
+        live.remove(w);
+        byPid.remove(w.pid());
+        if (stopping) {
+            if (status != 0 && w.ready) exitStatus = 1;
+            LOG.debugf("%s exited with status %d", w.name(), status);
+            return;
+        }
+        if (w == incoming) {
+            incoming = null;
+            toReplace.clear();
+            LOG.errorf("The replacement %s exited with status %d before it was ready: the running workers keep serving", w.name(), status);
+            replaceNext();
+            return;
+        }
+        if (serving[w.position] != w) {
+            LOG.debugf("%s exited with status %d after draining", w.name(), status);
+            return;
+        }
+        if (!started && !w.ready && (status == 1 || status == 3)) {
+            // The worker's own verdict that the application cannot start (import error, failed lifespan
+            // startup, no usable Python): a restart loop would only repeat the traceback.
+            LOG.errorf("%s exited with status %d during startup: stopping", w.name(), status);
+            exitStatus = status == 0 ? 1 : status;
+            stopping = true;
+            for (WorkerProcess other : live) other.terminate();
+            return;
+        }
+        int position = w.position;
+        serving[position] = null;
+        long delay = 0;
+        if (w.ageSeconds() < STARTUP_FAILURE_SECONDS) {
+            failures[position]++;
+            delay = Math.min(MAX_BACKOFF_MILLIS, 500L << Math.min(16, failures[position] - 1));
+        } else {
+            failures[position] = 0;
+        }
+        LOG.errorf("%s exited unexpectedly with status %d: starting a new one%s", w.name(), status,
+                delay > 0 ? " in " + delay + " ms" : "");
+        if (delay == 0) serving[position] = spawn(position);
+        else timers.schedule(() -> events.add(new Respawn(position)), delay, TimeUnit.MILLISECONDS);
+    }
+
+    /** Starts replacing every worker, one at a time; a request during a round queues one more round. */
+    private void replaceAll(String reason) {
+        if (stopping) return;
+        if (incoming != null || !toReplace.isEmpty()) {
+            replaceAgain = true;
+            return;
+        }
+        LOG.infof("%s: replacing %d worker(s) one at a time", reason, serving.length);
+        for (int i = 0; i < serving.length; i++) toReplace.add(i);
+        replaceNext();
+    }
+
+    private void replaceNext() {
+        if (stopping) return;
+        Integer position = toReplace.poll();
+        if (position == null) {
+            if (replaceAgain) {
+                replaceAgain = false;
+                replaceAll("another reload request");
+            }
+            return;
+        }
+        incoming = spawn(position);
+    }
+
+    private List<Path> watchedDirectories() {
+        List<Path> dirs = new ArrayList<>();
+        dirs.add(Path.of("").toAbsolutePath());
+        for (Path p : settings.pythonPath()) dirs.add(p.toAbsolutePath());
+        return dirs;
+    }
+
+    private static void deleteQuietly(Path path) {
+        if (path == null) return;
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException ignored) {
+            // A leftover in the temporary directory is harmless.
+        }
+    }
+}

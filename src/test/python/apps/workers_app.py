@@ -1,0 +1,69 @@
+"""ASGI and WSGI applications for the tests of workers, signals, reload and the health check.
+
+Routes (both protocols):
+  /pid            the process id of the worker that served the request
+  /sleep?s=F      sleeps F seconds, then "slept"
+  /crash          kills its own worker process with SIGKILL
+  /seen           JSON list of the paths this worker's application was called with
+  anything else   "hello from workers_app"
+
+The ASGI lifespan startup waits while the file named by PEREGRINE_TEST_STARTUP_GATE
+does not exist (when that variable is set), so a test can hold a worker in startup.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import time
+from urllib.parse import parse_qs
+
+SEEN = []
+
+
+def _route(path, query):
+    SEEN.append(path)
+    if path == "/pid":
+        return 200, str(os.getpid()).encode()
+    if path == "/seen":
+        return 200, json.dumps(SEEN).encode()
+    if path == "/crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 200, b"hello from workers_app"
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                gate = os.environ.get("PEREGRINE_TEST_STARTUP_GATE")
+                while gate and not os.path.exists(gate):
+                    await asyncio.sleep(0.05)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    query = parse_qs(scope["query_string"].decode())
+    if scope["path"] == "/sleep":
+        SEEN.append("/sleep")
+        await asyncio.sleep(float(query.get("s", ["1"])[0]))
+        status, body = 200, b"slept"
+    else:
+        status, body = _route(scope["path"], query)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def wsgi(environ, start_response):
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    path = environ["PATH_INFO"]
+    if path == "/sleep":
+        SEEN.append("/sleep")
+        time.sleep(float(query.get("s", ["1"])[0]))
+        status, body = 200, b"slept"
+    else:
+        status, body = _route(path, query)
+    start_response("%d OK" % status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

@@ -1,0 +1,332 @@
+"""Worker processes, signals, zero-downtime replacement, reload and the health check.
+
+Every test drives bin/peregrine as a real process tree: the supervisor, its
+worker JVMs (each with its own embedded CPython), signals sent with os.kill,
+and clients over real sockets.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+
+from conftest import RawConn, poll
+
+pytestmark = pytest.mark.peregrine_only
+
+TARGETS = {"asgi": "workers_app:app", "wsgi": "workers_app:wsgi"}
+
+
+def children(pid):
+    """The pids of the direct children of a process."""
+    try:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    except FileNotFoundError:  # no procps: read /proc
+        out = ""
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry) as f:
+                        if f.read().rsplit(")", 1)[1].split()[1] == str(pid):
+                            out += entry + "\n"
+                except OSError:
+                    pass
+    return sorted(int(p) for p in out.split())
+
+
+def served_pids(server, requests=40):
+    """The worker pids seen over many new connections."""
+    pids = set()
+    for _ in range(requests):
+        with server.raw() as c:
+            r = c.request("GET", "/pid")
+            assert r.status == 200
+            pids.add(int(r.body))
+    return pids
+
+
+def wait_workers(server, count, timeout=60):
+    """Waits until the supervisor has `count` children and returns their pids."""
+    assert poll(lambda: len(children(server.proc.pid)) == count and "with %d workers" % count in server.output(),
+                timeout=timeout), (
+        "expected %d workers, found %r\n%s" % (count, children(server.proc.pid), server.output()[-3000:]))
+    return children(server.proc.pid)
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_workers_are_processes_each_with_its_own_python(start_server, kind):
+    server = start_server(TARGETS[kind], "--workers", "2")
+    workers = wait_workers(server, 2)
+    assert poll(lambda: "serving workers_app" in server.output() and "with 2 workers" in server.output(), timeout=30)
+    # The embedded interpreter's os.getpid() is the worker JVM's pid: the application runs inside the worker.
+    pids = set()
+    assert poll(lambda: pids.update(served_pids(server, 20)) or pids == set(workers), timeout=30), (pids, workers)
+
+
+def test_workers_zero_means_one_per_cpu(start_server):
+    server = start_server(TARGETS["asgi"], "--workers", "0")
+    wait_workers(server, os.cpu_count())
+    assert server.get("/").text == "hello from workers_app"
+
+
+def test_a_killed_worker_is_replaced_and_the_others_keep_serving(start_server):
+    server = start_server(TARGETS["asgi"], "--workers", "2")
+    before = wait_workers(server, 2)
+    os.kill(before[0], signal.SIGKILL)
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and before[0] not in children(server.proc.pid), timeout=60), server.output()[-3000:]
+    assert poll(lambda: "exited unexpectedly" in server.output(), timeout=10)
+    # every request is answered, whichever worker takes it
+    for _ in range(20):
+        assert server.get("/").status_code == 200
+
+
+def test_a_worker_crashing_inside_a_request_is_replaced(start_server):
+    server = start_server(TARGETS["wsgi"], "--workers", "2")
+    before = set(wait_workers(server, 2))
+    with server.raw() as c:
+        c.send(b"GET /crash HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.expect_closed(timeout=10)
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and set(children(server.proc.pid)) != before, timeout=60)
+    assert server.running()
+    for _ in range(10):
+        assert server.get("/").status_code == 200
+
+
+def test_an_application_that_cannot_import_stops_the_server_with_its_traceback(start_server):
+    # The supervisor listens before any worker imports the application, so the server is started
+    # without waiting for it to accept, and must then exit on its own instead of restarting workers.
+    server = start_server("broken_import:app", "--workers", "2", wait=False)
+    code = server.wait_exit(90)
+    assert code is not None, "still running: restarting workers in a loop?\n" + server.output()[-3000:]
+    assert code != 0
+    out = server.output()
+    assert "Traceback" in out and "boom at import" in out
+    assert out.count("Worker ") == 0  # no worker ever served
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_sigterm_drains_every_worker_and_exits_zero(start_server, kind):
+    server = start_server(TARGETS[kind], "--workers", "2", *(["--wsgi-threads", "2"] if kind == "wsgi" else []))
+    wait_workers(server, 2)
+    result = {}
+
+    def slow():
+        try:
+            with server.raw(timeout=30) as c:
+                result["response"] = c.request("GET", "/sleep?s=2")
+        except Exception as e:  # noqa: BLE001 - reported by the assertion
+            result["error"] = e
+
+    t = threading.Thread(target=slow)
+    t.start()
+    time.sleep(0.7)  # the request reaches a worker's application
+    server.terminate()
+    t.join(30)
+    assert "error" not in result, result.get("error")
+    assert result["response"].status == 200 and result["response"].body == b"slept"
+    assert server.wait_exit(60) == 0, server.output()[-3000:]
+    assert children(server.proc.pid) == []
+
+
+def test_the_graceful_timeout_cuts_a_stuck_request_and_the_exit_status_says_so(start_server):
+    server = start_server(TARGETS["asgi"], "--workers", "2", "--graceful-timeout", "1000")
+    wait_workers(server, 2)
+
+    def stuck():
+        try:
+            with server.raw(timeout=60) as c:
+                c.request("GET", "/sleep?s=60", timeout=60)
+        except Exception:  # noqa: BLE001 - cut on purpose
+            pass
+
+    threading.Thread(target=stuck, daemon=True).start()
+    time.sleep(0.7)
+    server.terminate()
+    code = server.wait_exit(30)
+    assert code is not None, "still running 30 s after SIGTERM with a 1 s graceful timeout"
+    assert code != 0
+    assert "cut" in server.output()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_drain_delay_fails_the_health_check_while_still_serving(start_server, workers):
+    server = start_server(TARGETS["asgi"], "--workers", workers, "--drain-delay", "3000", "--health-check-path", "/healthz")
+    if workers != "1":
+        wait_workers(server, int(workers))
+    assert server.get("/healthz").status_code == 200
+    server.terminate()
+    assert poll(lambda: server.get("/healthz").status_code == 503, timeout=5)
+    # still serving the application, on new connections too, during the delay
+    r = server.get("/")
+    assert r.status_code == 200 and r.text == "hello from workers_app"
+    assert server.wait_exit(30) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_health_check_is_answered_by_the_server_not_the_application(start_server, kind):
+    server = start_server(TARGETS[kind], "--health-check-path", "/healthz")
+    r = server.get("/healthz")
+    assert r.status_code == 200
+    assert r.text == "OK\n"
+    assert r.headers["cache-control"] == "no-store"
+    assert server.request("HEAD", "/healthz").status_code == 200
+    assert server.get("/healthz?probe=1").status_code == 200
+    assert server.get("/healthzx").text == "hello from workers_app"
+    assert "/healthz" not in server.get("/seen").json()
+
+
+def test_health_check_answers_only_once_lifespan_startup_completed(start_server, tmp_path):
+    gate = tmp_path / "gate"
+    server = start_server(TARGETS["asgi"], "--health-check-path", "/healthz", "--workers", "2",
+                          env={"PEREGRINE_TEST_STARTUP_GATE": str(gate)})
+    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=60)
+    time.sleep(2)
+    # the supervisor holds the socket, but no worker has finished its startup: nobody answers
+    with pytest.raises(httpx.TimeoutException):
+        httpx.get(server.url + "/healthz", timeout=1.5)
+    gate.write_text("open")
+    assert poll(lambda: _status(server, "/healthz") == 200, timeout=30)
+
+
+def _status(server, path):
+    try:
+        return httpx.get(server.url + path, timeout=2).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def test_bad_worker_and_health_values_exit_2():
+    from conftest import run_cli
+
+    code, out = run_cli("--workers", "-1", "workers_app:app")
+    assert code == 2 and "--workers" in out and len(out.strip().splitlines()) == 1
+    code, out = run_cli("--health-check-path", "healthz", "workers_app:app")
+    assert code == 2 and "--health-check-path" in out and len(out.strip().splitlines()) == 1
+    code, out = run_cli("--drain-delay", "soon", "workers_app:app")
+    assert code == 2 and "--drain-delay" in out
+
+
+class LoadLoop:
+    """Clients in a loop during a replacement: keep-alive connections (httpx) and a new
+    connection per request (raw sockets). Any failed request is recorded."""
+
+    def __init__(self, server, keepalive=4, fresh=2):
+        self.server = server
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures = []
+        self.pids = set()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._keepalive, daemon=True) for _ in range(keepalive)]
+        self.threads += [threading.Thread(target=self._fresh, daemon=True) for _ in range(fresh)]
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+    def _record(self, status, body):
+        with self.lock:
+            if status == 200:
+                self.ok += 1
+                self.pids.add(int(body))
+            else:
+                self.failures.append("status %s" % status)
+
+    def _keepalive(self):
+        # no retries: a connection reset under a request is a failure
+        with httpx.Client(base_url=self.server.url, timeout=20, transport=httpx.HTTPTransport(retries=0)) as client:
+            while not self.stop.is_set():
+                try:
+                    r = client.get("/pid")
+                    self._record(r.status_code, r.content)
+                except Exception as e:  # noqa: BLE001
+                    with self.lock:
+                        self.failures.append("keep-alive: %r" % e)
+
+    def _fresh(self):
+        while not self.stop.is_set():
+            try:
+                with RawConn(self.server.port, timeout=20) as c:
+                    r = c.request("GET", "/pid", headers=[("Connection", "close")])
+                    self._record(r.status, r.body)
+            except Exception as e:  # noqa: BLE001
+                with self.lock:
+                    self.failures.append("new connection: %r" % e)
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_three_sighups_under_load_refuse_reset_and_fail_nothing(start_server, kind):
+    server = start_server(TARGETS[kind], "--workers", "2")
+    first = set(wait_workers(server, 2))
+    replaced = lambda: server.output().count("Replaced worker")  # noqa: E731
+    with LoadLoop(server) as load:
+        assert poll(lambda: load.ok > 50, timeout=30)
+        for round_ in range(1, 4):
+            os.kill(server.proc.pid, signal.SIGHUP)
+            assert poll(lambda: replaced() >= 2 * round_, timeout=90), server.output()[-3000:]
+            served_before = load.ok
+            assert poll(lambda: load.ok > served_before + 20, timeout=30)
+    assert load.failures == [], load.failures[:10]
+    assert load.ok > 100
+    now = set(children(server.proc.pid))
+    assert len(now) == 2 and not (now & first), (first, now)
+    # requests were answered by the first workers and by the last ones
+    assert load.pids & first and load.pids & now
+
+
+def test_sighup_without_a_supervisor_keeps_serving_and_says_why(start_server):
+    server = start_server(TARGETS["asgi"])
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: "SIGHUP replaces workers only" in server.output(), timeout=10)
+    assert server.get("/").status_code == 200
+
+
+RELOAD_APP = '''
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b"%s"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+'''
+
+
+def test_reload_replaces_workers_on_a_change_and_keeps_them_on_a_broken_one(start_server, tmp_path):
+    source = tmp_path / "reloaded_app.py"
+    source.write_text(RELOAD_APP % "one")
+    server = start_server("reloaded_app:app", "--reload", "--python-path", str(tmp_path), "--no-lifespan")
+    assert server.get("/").text == "one"
+
+    time.sleep(1.1)  # a distinct modification time
+    source.write_text(RELOAD_APP % "two")
+    assert poll(lambda: _text(server) == "two", timeout=60), server.output()[-3000:]
+
+    time.sleep(1.1)
+    source.write_text("def broken(:\n")
+    assert poll(lambda: "before it was ready" in server.output(), timeout=60), server.output()[-3000:]
+    assert "SyntaxError" in server.output()
+    assert server.get("/").text == "two"  # the old worker keeps serving
+
+    time.sleep(1.1)
+    source.write_text(RELOAD_APP % "three")
+    assert poll(lambda: _text(server) == "three", timeout=60), server.output()[-3000:]
+
+
+def _text(server):
+    try:
+        return httpx.get(server.url + "/", timeout=5).text
+    except httpx.HTTPError:
+        return None
