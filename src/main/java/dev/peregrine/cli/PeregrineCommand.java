@@ -52,7 +52,7 @@ public class PeregrineCommand implements Callable<Integer> {
     // Python
     @Option(names = "--venv", paramLabel = "DIR", description = "Virtualenv whose packages the app should import.") public Path venv;
     @Option(names = "--no-auto-venv", description = "Ignore VIRTUAL_ENV from the environment.") public Boolean noAutoVenv;
-    @Option(names = "--python-path", paramLabel = "DIR", description = "Directory to prepend to sys.path (repeatable).") public List<Path> pythonPath = new ArrayList<>();
+    @Option(names = "--python-path", split = ",", splitSynopsisLabel = ",", paramLabel = "DIR", description = "Directory to prepend to sys.path (repeatable).") public List<Path> pythonPath = new ArrayList<>();
     @Option(names = "--python-home", paramLabel = "DIR", description = "PYTHONHOME of the embedded interpreter.") public Path pythonHome;
     @Option(names = "--free-threaded", description = "Run the workers as threads of one process (free-threaded CPython).") public Boolean freeThreaded;
     @Option(names = "--lifespan-scope", paramLabel = "WHICH", description = "With --free-threaded: worker or process.") public String lifespanScope;
@@ -83,11 +83,11 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--ws-compress", description = "permessage-deflate for clients that offer it.") public Boolean wsCompress;
 
     // TLS
-    @Option(names = "--tls-cert", paramLabel = "PATH", description = "PEM certificate chain; enables TLS (repeatable, SNI).") public List<Path> tlsCert = new ArrayList<>();
-    @Option(names = "--tls-key", paramLabel = "PATH", description = "PEM private key for the preceding --tls-cert.") public List<Path> tlsKey = new ArrayList<>();
+    @Option(names = "--tls-cert", split = ",", splitSynopsisLabel = ",", paramLabel = "PATH", description = "PEM certificate chain; enables TLS (repeatable, SNI).") public List<Path> tlsCert = new ArrayList<>();
+    @Option(names = "--tls-key", split = ",", splitSynopsisLabel = ",", paramLabel = "PATH", description = "PEM private key for the preceding --tls-cert.") public List<Path> tlsKey = new ArrayList<>();
     @Option(names = "--tls-ciphers", paramLabel = "LIST", description = "OpenSSL cipher list for TLS 1.2.") public String tlsCiphers;
     @Option(names = "--ktls", description = "Let the kernel encrypt TLS.") public Boolean ktls;
-    @Option(names = "--acme-domain", paramLabel = "NAME", description = "Get and renew a certificate by ACME (repeatable).") public List<String> acmeDomain = new ArrayList<>();
+    @Option(names = "--acme-domain", split = ",", splitSynopsisLabel = ",", paramLabel = "NAME", description = "Get and renew a certificate by ACME (repeatable).") public List<String> acmeDomain = new ArrayList<>();
     @Option(names = "--acme-email", paramLabel = "ADDR", description = "Contact address for the ACME account.") public String acmeEmail;
     @Option(names = "--acme-cache", paramLabel = "DIR", description = "Account key and certificate directory.") public Path acmeCache;
     @Option(names = "--acme-staging", description = "Use Let's Encrypt's staging CA.") public Boolean acmeStaging;
@@ -97,7 +97,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--hsts", paramLabel = "SECONDS", description = "Strict-Transport-Security on every TLS response.") public Long hsts;
 
     // Edge
-    @Option(names = "--static-dir", paramLabel = "P=DIR", description = "Serve URL prefix P from DIR (repeatable).") public List<String> staticDir = new ArrayList<>();
+    @Option(names = "--static-dir", split = ",", splitSynopsisLabel = ",", paramLabel = "P=DIR", description = "Serve URL prefix P from DIR (repeatable).") public List<String> staticDir = new ArrayList<>();
     @Option(names = "--rate-limit", paramLabel = "RATE", description = "429 past RATE requests per client (100/s, 600/m).") public String rateLimit;
     @Option(names = "--rate-limit-burst", paramLabel = "N", description = "Requests allowed at once before RATE applies.") public Integer rateLimitBurst;
     @Option(names = "--cache-size", paramLabel = "MIB", description = "Shared response cache size.") public Integer cacheSize;

@@ -150,9 +150,9 @@ class ConfigPrecedenceTest {
         UsageException e = Cli.withSystemProperties(Map.of("peregrine.tls-cert", "cert.pem"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
         assertEquals("--tls-cert is not supported yet", e.getMessage());
-        UsageException r = Cli.withSystemProperties(Map.of("peregrine.reload", "true"),
+        UsageException r = Cli.withSystemProperties(Map.of("peregrine.ktls", "true"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
-        assertEquals("--reload is not supported yet", r.getMessage());
-        assertTrue(Cli.withSystemProperties(Map.of("peregrine.reload", "false"), () -> Cli.settings("main:app")).lifespan());
+        assertEquals("--ktls is not supported yet", r.getMessage());
+        assertTrue(Cli.withSystemProperties(Map.of("peregrine.ktls", "false"), () -> Cli.settings("main:app")).lifespan());
     }
 }

@@ -113,7 +113,8 @@ class ServerSettingsTest {
     @CsvSource({
             "--port, -1", "--port, 65536", "--backlog, 0", "--max-connections, 0", "--wsgi-threads, 0",
             "--wsgi-threads, 1025", "--max-body, -1", "--max-header-size, 255", "--max-header-size, 16777217",
-            "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1",
+            "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1", "--workers, -1", "--workers, 1025",
+            "--drain-delay, -1",
     })
     void outOfRangeValuesAreRefusedNamingTheOption(String option, String value) {
         UsageException e = assertThrows(UsageException.class, () -> Cli.settings(option, value, "main:app"));
@@ -125,14 +126,10 @@ class ServerSettingsTest {
     /** Each option of ServerSettings.refuseUnbuilt, with arguments that ask for it. */
     static Stream<Arguments> unbuilt() {
         return Stream.of(
-                arguments("--workers", "--workers 2"),
-                arguments("--workers", "--workers 0"),
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
                 arguments("--forwarded-allow-ips", "--forwarded-allow-ips 10.0.0.0/8"),
-                arguments("--drain-delay", "--drain-delay 500"),
-                arguments("--reload", "--reload"),
                 arguments("--http2-only", "--http2-only"),
                 arguments("--http3", "--http3"),
                 arguments("--quic-port", "--quic-port 8443"),
@@ -163,7 +160,6 @@ class ServerSettingsTest {
                 arguments("--compress", "--compress"),
                 arguments("--compress-min-size", "--compress-min-size 1024"),
                 arguments("--compress-static", "--compress-static"),
-                arguments("--health-check-path", "--health-check-path /healthz"),
                 arguments("--metrics-port", "--metrics-port 9000"),
                 arguments("--metrics-host", "--metrics-host 0.0.0.0"),
                 arguments("--access-log-format", "--access-log-format json"),
@@ -196,8 +192,7 @@ class ServerSettingsTest {
             "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version",
-            // accepted only with their default value (1, 0); any other value is refused (see unbuilt())
-            "--workers", "--drain-delay");
+            "--workers", "--drain-delay", "--reload", "--health-check-path");
 
     @Test
     void everyOptionIsEitherBuiltOrRefused() {
@@ -207,6 +202,30 @@ class ServerSettingsTest {
         List<String> unaccounted = cl.getCommandSpec().options().stream().map(OptionSpec::longestName)
                 .filter(name -> !BUILT.contains(name) && !refused.contains(name)).sorted().toList();
         assertTrue(unaccounted.isEmpty(), () -> "options neither built nor refused (would be silently ignored): " + unaccounted);
+    }
+
+    @Test
+    void workersZeroMeansOnePerCpuAndOnlyOneWorkerWithoutReloadRunsUnsupervised() {
+        assertEquals(Runtime.getRuntime().availableProcessors(), Cli.settings("--workers", "0", "main:app").workers());
+        assertFalse(Cli.settings("main:app").supervised());
+        assertTrue(Cli.settings("--workers", "2", "main:app").supervised());
+        assertTrue(Cli.settings("--reload", "main:app").supervised());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"healthz", "/health?x=1", "/a b", "/x#y"})
+    void healthCheckPathMustBeAnAbsolutePathWithoutQuery(String path) {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--health-check-path", path, "main:app"));
+        assertTrue(e.getMessage().contains("--health-check-path"), e.getMessage());
+    }
+
+    @Test
+    void repeatableOptionsTakeCommaSeparatedValuesFromTheEnvironmentAndTheCommandLine() {
+        ServerSettings fromEnv = Cli.withConfig(Map.of(), Map.of("PEREGRINE_PYTHON_PATH", "src,lib"), true,
+                () -> Cli.settings("main:app"));
+        assertEquals(List.of(Path.of("src"), Path.of("lib")), fromEnv.pythonPath());
+        assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")),
+                Cli.settings("--python-path", "a,b", "--python-path", "c", "main:app").pythonPath());
     }
 
     // ---- 8. target, scheme, root path
