@@ -35,6 +35,7 @@ public record ServerSettings(
         boolean accessLog,
         LogLevel logLevel,
         int workers,
+        boolean supervised,
         long drainDelayMillis,
         boolean reload,
         String healthCheckPath) {
@@ -73,14 +74,11 @@ public record ServerSettings(
                 value(c.accessLog, false),
                 value(c.logLevel, LogLevel.info),
                 workerCount(range("--workers", value(c.workers, 1), 0, 1024)),
+                // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
+                value(c.workers, 1) != 1 || value(c.reload, false),
                 range("--drain-delay", value(c.drainDelay, 0L), 0, Long.MAX_VALUE),
                 value(c.reload, false),
                 healthCheckPath(c.healthCheckPath));
-    }
-
-    /** Whether a supervisor runs the workers as child processes; otherwise this process is the one worker. */
-    public boolean supervised() {
-        return workers != 1 || reload;
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */

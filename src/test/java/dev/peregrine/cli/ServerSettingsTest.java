@@ -210,6 +210,7 @@ class ServerSettingsTest {
         assertFalse(Cli.settings("main:app").supervised());
         assertTrue(Cli.settings("--workers", "2", "main:app").supervised());
         assertTrue(Cli.settings("--reload", "main:app").supervised());
+        assertTrue(Cli.settings("--workers", "0", "main:app").supervised(), "0 asks for a supervisor even with one CPU");
     }
 
     @ParameterizedTest
