@@ -33,7 +33,9 @@ public record ServerSettings(
         long gracefulTimeoutMillis,
         boolean websockets,
         boolean accessLog,
-        LogLevel logLevel) {
+        LogLevel logLevel,
+        Integer metricsPort,
+        String metricsHost) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -43,10 +45,17 @@ public record ServerSettings(
         if (scheme != null && !scheme.equals("http") && !scheme.equals("https")) {
             throw new UsageException("invalid value for option '--scheme': '" + scheme + "' is neither http nor https");
         }
+        String host = value(c.host, "127.0.0.1");
+        int port = range("--port", value(c.port, 8000), 0, 65535);
+        Integer metricsPort = c.metricsPort == null ? null : range("--metrics-port", c.metricsPort, 0, 65535);
+        String metricsHost = value(c.metricsHost, host);
+        if (metricsPort != null && metricsPort != 0 && c.unix == null && metricsPort == port && metricsHost.equals(host)) {
+            throw new UsageException("invalid value for option '--metrics-port': " + metricsPort + " is the application's --port");
+        }
         return new ServerSettings(
                 c.target,
-                value(c.host, "127.0.0.1"),
-                range("--port", value(c.port, 8000), 0, 65535),
+                host,
+                port,
                 c.unix,
                 range("--backlog", value(c.backlog, 2048), 1, Integer.MAX_VALUE),
                 range("--max-connections", value(c.maxConnections, 4096), 1, Integer.MAX_VALUE),
@@ -67,7 +76,9 @@ public record ServerSettings(
                 range("--graceful-timeout", value(c.gracefulTimeout, 10_000L), 0, Long.MAX_VALUE),
                 !value(c.noWebsockets, false),
                 value(c.accessLog, false),
-                value(c.logLevel, LogLevel.info));
+                value(c.logLevel, LogLevel.info),
+                metricsPort,
+                metricsHost);
     }
 
     /**
@@ -114,8 +125,6 @@ public record ServerSettings(
         asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", Boolean.TRUE.equals(c.compressStatic));
         asked.put("--health-check-path", c.healthCheckPath != null);
-        asked.put("--metrics-port", c.metricsPort != null);
-        asked.put("--metrics-host", c.metricsHost != null);
         asked.put("--access-log-format", c.accessLogFormat != null);
         asked.put("--request-id", Boolean.TRUE.equals(c.requestId));
         asked.put("--request-start-header", Boolean.TRUE.equals(c.requestStartHeader));

@@ -6,6 +6,7 @@ import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
 import dev.peregrine.http1.Http1Initializer;
 import dev.peregrine.http1.Http1Settings;
+import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
@@ -51,6 +52,14 @@ public final class PeregrineServer {
     /** Serves until SIGTERM or SIGINT; returns the exit status. */
     public int run() {
         applyLogLevel();
+        WorkerMetrics metrics;
+        try {
+            // Before Python starts: a port that is taken is reported at once, with nothing to undo.
+            metrics = WorkerMetrics.start(settings.metricsPort(), settings.metricsHost(), System.getenv());
+        } catch (java.io.IOException e) {
+            System.err.println("peregrine: " + e.getMessage());
+            return 1;
+        }
         PythonInstall install;
         PythonInterpreter interpreter;
         try {
@@ -75,8 +84,8 @@ public final class PeregrineServer {
                 return null;
             });
             application = protocol.equals("asgi")
-                    ? new AsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.uvloop(), settings.lifespan())
-                    : new WsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.wsgiThreads());
+                    ? new AsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.uvloop(), settings.lifespan(), metrics.recorder())
+                    : new WsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.wsgiThreads(), metrics.recorder());
             interpreter.publishNativeModule();
             application.prepare();
         } catch (ApplicationLoader.LoadFailure e) {
@@ -95,7 +104,7 @@ public final class PeregrineServer {
             return 3;
         }
 
-        Connections connections = new Connections(settings.maxConnections());
+        Connections connections = new Connections(settings.maxConnections(), metrics.recorder());
         Http1Settings http1 = new Http1Settings(settings.maxHeaderSize(), settings.maxBody(), settings.keepAliveMillis(),
                 settings.requestTimeoutMillis(), settings.scheme(), settings.accessLog());
         boolean epoll = Epoll.isAvailable();
@@ -135,6 +144,7 @@ public final class PeregrineServer {
 
         LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
                 protocol.toUpperCase(), flavour, address, install.version(), install.executable());
+        if (metrics.address() != null) LOG.infof("Metrics on %s", metricsUrl(metrics.address()));
         Signal.handle(new Signal("TERM"), signal -> shutdown.countDown());
         Signal.handle(new Signal("INT"), signal -> shutdown.countDown());
         awaitShutdown();
@@ -160,8 +170,14 @@ public final class PeregrineServer {
             }
         }
         flushPython();
+        metrics.close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
+    }
+
+    private static String metricsUrl(InetSocketAddress bound) {
+        String host = bound.getAddress().getHostAddress();
+        return "http://" + (host.contains(":") ? "[" + host + "]" : host) + ":" + bound.getPort() + "/metrics";
     }
 
     private void awaitShutdown() {

@@ -54,7 +54,9 @@ class ServerSettingsTest {
                 () -> assertEquals(List.of(), s.pythonPath()),
                 () -> assertTrue(s.websockets()),
                 () -> assertFalse(s.accessLog()),
-                () -> assertEquals(LogLevel.info, s.logLevel()));
+                () -> assertEquals(LogLevel.info, s.logLevel()),
+                () -> assertNull(s.metricsPort(), "metrics are off unless asked for"),
+                () -> assertEquals("127.0.0.1", s.metricsHost()));
     }
 
     // ---- 6. defaults
@@ -113,7 +115,7 @@ class ServerSettingsTest {
     @CsvSource({
             "--port, -1", "--port, 65536", "--backlog, 0", "--max-connections, 0", "--wsgi-threads, 0",
             "--wsgi-threads, 1025", "--max-body, -1", "--max-header-size, 255", "--max-header-size, 16777217",
-            "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1",
+            "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1", "--metrics-port, -1", "--metrics-port, 65536",
     })
     void outOfRangeValuesAreRefusedNamingTheOption(String option, String value) {
         UsageException e = assertThrows(UsageException.class, () -> Cli.settings(option, value, "main:app"));
@@ -164,8 +166,6 @@ class ServerSettingsTest {
                 arguments("--compress-min-size", "--compress-min-size 1024"),
                 arguments("--compress-static", "--compress-static"),
                 arguments("--health-check-path", "--health-check-path /healthz"),
-                arguments("--metrics-port", "--metrics-port 9000"),
-                arguments("--metrics-host", "--metrics-host 0.0.0.0"),
                 arguments("--access-log-format", "--access-log-format json"),
                 arguments("--request-id", "--request-id"),
                 arguments("--request-start-header", "--request-start-header"),
@@ -195,7 +195,7 @@ class ServerSettingsTest {
             "--host", "--port", "--unix", "--backlog", "--max-connections", "--protocol", "--factory", "--root-path",
             "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
-            "--no-websockets", "--access-log", "--log-level", "--help", "--version",
+            "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             // accepted only with their default value (1, 0); any other value is refused (see unbuilt())
             "--workers", "--drain-delay");
 
@@ -207,6 +207,24 @@ class ServerSettingsTest {
         List<String> unaccounted = cl.getCommandSpec().options().stream().map(OptionSpec::longestName)
                 .filter(name -> !BUILT.contains(name) && !refused.contains(name)).sorted().toList();
         assertTrue(unaccounted.isEmpty(), () -> "options neither built nor refused (would be silently ignored): " + unaccounted);
+    }
+
+    // ---- metrics
+
+    @Test
+    void metricsHostDefaultsToHost() {
+        ServerSettings s = Cli.settings("--host", "0.0.0.0", "--metrics-port", "9100", "main:app");
+        assertEquals(9100, s.metricsPort());
+        assertEquals("0.0.0.0", s.metricsHost());
+        assertEquals("::1", Cli.settings("--metrics-port", "9100", "--metrics-host", "::1", "main:app").metricsHost());
+    }
+
+    @Test
+    void metricsPortMustNotBeTheApplicationPort() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--port", "9100", "--metrics-port", "9100", "main:app"));
+        assertTrue(e.getMessage().contains("'--metrics-port'") && e.getMessage().contains("--port"), e.getMessage());
+        assertEquals(9100, Cli.settings("--unix", "/tmp/p.sock", "--port", "9100", "--metrics-port", "9100", "main:app").metricsPort());
+        assertEquals(0, Cli.settings("--port", "0", "--metrics-port", "0", "main:app").metricsPort());
     }
 
     // ---- 8. target, scheme, root path
