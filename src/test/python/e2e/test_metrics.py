@@ -114,6 +114,26 @@ def test_requests_are_counted_by_method_status_class_and_protocol(served):
     assert after("peregrine_connections_total") - before("peregrine_connections_total") >= 3
 
 
+def test_requests_the_server_refuses_are_counted(served):
+    server, port = served
+    before = scrape(port)
+    with server.raw() as c:
+        r = c.request("POST", "/echo", headers=[("Content-Length", str(10**12))])
+        assert r.status == 413
+    with server.raw() as c:
+        c.send(b"NOT A REQUEST\r\n\r\n")
+        assert c.read_response().status == 400
+    after = scrape(port)
+    old = before.requests()
+    grown = {key: value - old.get(key, 0) for key, value in after.requests().items()}
+    assert {key: value for key, value in grown.items() if value} == {
+        ("POST", "4xx", "HTTP/1.1"): 1,
+        ("other", "4xx", "HTTP/1.1"): 1,
+    }
+    # the application never saw them
+    assert after("peregrine_python_wait_seconds_count") == before("peregrine_python_wait_seconds_count")
+
+
 def test_histogram_buckets_are_cumulative(served):
     server, port = served
     with server.client() as client:

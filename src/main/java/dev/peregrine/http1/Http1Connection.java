@@ -185,8 +185,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         state = State.CLOSED;
         input.skipBytes(input.readableBytes());
         ByteBuf out = ResponseEncoder.simple(ctx.alloc(), status, reason);
-        metrics.requestFinished(head == null ? null : head.method(), head == null || head.http11() ? MetricsLayout.HTTP_1_1 : MetricsLayout.HTTP_1_0,
-                status, headStarted, 0, out.readableBytes());
+        if (head == null) metrics.requestFinished(null, MetricsLayout.HTTP_1_1, status, headStarted, 0, out.readableBytes());
+        else metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, out.readableBytes());
         ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
     }
 
@@ -216,8 +216,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Called when the response of {@code exchange} is complete: log, then serve the next request or close. */
     private void finished(Exchange exchange, boolean keepAlive) {
         connections.requestEnded();
-        metrics.requestFinished(exchange.method(), exchange.head.http11() ? MetricsLayout.HTTP_1_1 : MetricsLayout.HTTP_1_0,
-                exchange.status, exchange.startNanos, exchange.bodyReceived, exchange.bytesSent);
+        metrics.requestFinished(exchange.method(), protocol(exchange.head), exchange.status, exchange.startNanos,
+                exchange.bodyReceived, exchange.bytesSent);
         if (settings.accessLog()) AccessLog.log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
         if (current != exchange) return;
         current = null;
@@ -237,6 +237,10 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             releaseInput();
             read();
         }
+    }
+
+    private static int protocol(RequestHead head) {
+        return head.http11() ? MetricsLayout.HTTP_1_1 : MetricsLayout.HTTP_1_0;
     }
 
     // ---- timeouts: one timer per connection, re-armed lazily instead of per request ----

@@ -58,7 +58,8 @@ public final class RequestMetrics {
      * @param protocol   one of {@link MetricsLayout#HTTP_1_0} and the like
      * @param startNanos {@link System#nanoTime()} when the request head had arrived
      * @param bodyIn     request body bytes received
-     * @param bytesOut   response bytes written for the body, framing included
+     * @param bytesOut   response bytes written for the body, framing included (all of a response the server
+     *                   wrote itself to refuse a request: it is small and has no separate body count)
      */
     public void requestFinished(String method, int protocol, int status, long startNanos, long bodyIn, long bytesOut) {
         if (segment == null) return;
