@@ -330,3 +330,31 @@ def _text(server):
         return httpx.get(server.url + "/", timeout=5).text
     except httpx.HTTPError:
         return None
+
+
+def test_metrics_are_summed_over_workers_and_count_their_starts_and_restarts(start_server):
+    from conftest import free_port
+    from test_metrics import scrape
+
+    metrics_port = free_port()
+    server = start_server(TARGETS["asgi"], "--workers", "2", "--metrics-port", metrics_port)
+    before = set(wait_workers(server, 2))
+    pids = served_pids(server, 40)  # a new connection each: both workers take some
+    m = scrape(metrics_port)
+    total = sum(m.requests().values())
+    assert total >= 40, m.text
+    assert m("peregrine_worker_starts_total") == 2
+    # one series per worker, and the total is their sum, not whichever worker answered
+    per_worker = [m("peregrine_worker_connections_active", worker=str(n)) for n in (1, 2)]
+    assert sum(per_worker) == m("peregrine_connections_active")
+    assert m("peregrine_connections_total") >= 40
+
+    os.kill(min(before), signal.SIGKILL)
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and min(before) not in children(server.proc.pid), timeout=60)
+    after = scrape(metrics_port)
+    assert after("peregrine_worker_exits_total") == 1
+    assert after("peregrine_worker_restarts_total") == 1
+    assert after("peregrine_worker_starts_total") == 3
+    # the dead worker's requests stay counted: the sum never goes down
+    assert sum(after.requests().values()) >= total
+    assert len(pids) >= 1

@@ -3,6 +3,7 @@ package dev.peregrine.asgi;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.WakeupBatch;
+import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonException;
 import dev.peregrine.python.PythonInterpreter;
@@ -28,6 +29,7 @@ public final class AsgiApplication implements ServedApplication {
     private final CompletableFuture<String> ready = new CompletableFuture<>();
     private final String rootPath;
     private final PythonInterpreter interpreter;
+    private final RequestMetrics metrics;
     private Thread thread;
 
     // Set on the Python thread once the glue is imported.
@@ -48,8 +50,10 @@ public final class AsgiApplication implements ServedApplication {
     private AsgiMessages messages;
 
     /** Called with the GIL held: {@code app} is a new reference that this object keeps. */
-    public AsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, boolean uvloop, boolean lifespan) {
+    public AsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, boolean uvloop, boolean lifespan,
+                           RequestMetrics metrics) {
         this.interpreter = interpreter;
+        this.metrics = metrics;
         this.app = app;
         this.rootPath = rootPath;
         this.uvloop = uvloop;
@@ -168,7 +172,8 @@ public final class AsgiApplication implements ServedApplication {
     public void dispatch(HttpExchange exchange) {
         AsgiRequest request = new AsgiRequest(this, exchange);
         exchange.receiveBody(request);
-        wakeup.post(() -> begin(request));
+        long ready = metrics.clock();
+        wakeup.post(() -> begin(request, ready));
     }
 
     void post(Runnable task) {
@@ -181,7 +186,8 @@ public final class AsgiApplication implements ServedApplication {
      * Starts the application on a request: {@code receive} and {@code send} are built-ins bound to
      * the request's number, so the application's calls reach Java with no Python frame in between.
      */
-    private void begin(AsgiRequest request) {
+    private void begin(AsgiRequest request, long readyNanos) {
+        metrics.pythonStarted(readyNanos);
         long cid = requests.add(request);
         MemorySegment scope = scopes.build(request.exchange());
         MemorySegment id = Py.integer(cid);

@@ -38,7 +38,9 @@ public record ServerSettings(
         boolean supervised,
         long drainDelayMillis,
         boolean reload,
-        String healthCheckPath) {
+        String healthCheckPath,
+        Integer metricsPort,
+        String metricsHost) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -48,10 +50,17 @@ public record ServerSettings(
         if (scheme != null && !scheme.equals("http") && !scheme.equals("https")) {
             throw new UsageException("invalid value for option '--scheme': '" + scheme + "' is neither http nor https");
         }
+        String host = value(c.host, "127.0.0.1");
+        int port = range("--port", value(c.port, 8000), 0, 65535);
+        Integer metricsPort = c.metricsPort == null ? null : range("--metrics-port", c.metricsPort, 0, 65535);
+        String metricsHost = value(c.metricsHost, host);
+        if (metricsPort != null && metricsPort != 0 && c.unix == null && metricsPort == port && metricsHost.equals(host)) {
+            throw new UsageException("invalid value for option '--metrics-port': " + metricsPort + " is the application's --port");
+        }
         return new ServerSettings(
                 c.target,
-                value(c.host, "127.0.0.1"),
-                range("--port", value(c.port, 8000), 0, 65535),
+                host,
+                port,
                 c.unix,
                 range("--backlog", value(c.backlog, 2048), 1, Integer.MAX_VALUE),
                 range("--max-connections", value(c.maxConnections, 4096), 1, Integer.MAX_VALUE),
@@ -78,7 +87,9 @@ public record ServerSettings(
                 value(c.workers, 1) != 1 || value(c.reload, false),
                 range("--drain-delay", value(c.drainDelay, 0L), 0, Long.MAX_VALUE),
                 value(c.reload, false),
-                healthCheckPath(c.healthCheckPath));
+                healthCheckPath(c.healthCheckPath),
+                metricsPort,
+                metricsHost);
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */
@@ -134,8 +145,6 @@ public record ServerSettings(
         asked.put("--compress", Boolean.TRUE.equals(c.compress));
         asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", Boolean.TRUE.equals(c.compressStatic));
-        asked.put("--metrics-port", c.metricsPort != null);
-        asked.put("--metrics-host", c.metricsHost != null);
         asked.put("--access-log-format", c.accessLogFormat != null);
         asked.put("--request-id", Boolean.TRUE.equals(c.requestId));
         asked.put("--request-start-header", Boolean.TRUE.equals(c.requestStartHeader));

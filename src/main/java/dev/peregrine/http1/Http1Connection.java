@@ -7,6 +7,8 @@ import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.AccessLog;
+import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.server.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -49,6 +51,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private final Http1Settings settings;
     private final Application application;
     private final Connections connections;
+    private final RequestMetrics metrics;
     private final RequestHeadParser parser;
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
@@ -67,6 +70,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         this.settings = settings;
         this.application = application;
         this.connections = connections;
+        this.metrics = connections.metrics();
         this.parser = new RequestHeadParser(settings.maxHeadSize());
     }
 
@@ -172,12 +176,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Starts an exchange for a parsed head; false when the request was refused instead. */
     private boolean begin(RequestHead head) {
         if (head.contentLength() > settings.maxBody()) {
-            refuse(413, "request body larger than --max-body");
+            refuse(413, "request body larger than --max-body", head);
             return false;
         }
         if (head.upgradeWebSocket()) {
             // The WebSocket transport is not built yet: refuse the upgrade rather than serve it as plain HTTP.
-            refuse(501, "WebSocket is not supported");
+            refuse(501, "WebSocket is not supported", head);
             return false;
         }
         Exchange exchange = new Exchange(head);
@@ -190,9 +194,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
     /** Answers a request the server itself rejects, and closes: after a framing error nothing that follows can be trusted. */
     private void refuse(int status, String reason) {
+        refuse(status, reason, null);
+    }
+
+    /** @param head the request refused, when it was parsed: its method and version are counted */
+    private void refuse(int status, String reason, RequestHead head) {
         state = State.CLOSED;
         input.skipBytes(input.readableBytes());
         ByteBuf out = ResponseEncoder.simple(ctx.alloc(), status, reason);
+        if (head == null) metrics.requestFinished(null, MetricsLayout.HTTP_1_1, status, headStarted, 0, out.readableBytes());
+        else metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, out.readableBytes());
         ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
     }
 
@@ -222,6 +233,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Called when the response of {@code exchange} is complete: log, then serve the next request or close. */
     private void finished(Exchange exchange, boolean keepAlive) {
         connections.requestEnded();
+        metrics.requestFinished(exchange.method(), protocol(exchange.head), exchange.status, exchange.startNanos,
+                exchange.bodyReceived, exchange.bytesSent);
         if (settings.accessLog()) AccessLog.log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
         if (current != exchange) return;
         current = null;
@@ -241,6 +254,10 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             releaseInput();
             read();
         }
+    }
+
+    private static int protocol(RequestHead head) {
+        return head.http11() ? MetricsLayout.HTTP_1_1 : MetricsLayout.HTTP_1_0;
     }
 
     // ---- timeouts: one timer per connection, re-armed lazily instead of per request ----
@@ -288,7 +305,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             ctx.close();
             return;
         }
-        refuse(408, "request timed out");
+        refuse(408, "request timed out", exchange == null ? null : exchange.head);
         if (exchange != null) {
             current = null;
             exchange.cut();
@@ -422,7 +439,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 state = State.CLOSED;
                 ctx.close();
             } else {
-                refuse(status, reason);
+                refuse(status, reason, head);
             }
         }
 

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.ops.metrics.RequestMetrics;
 import io.netty.channel.Channel;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
@@ -13,13 +14,15 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class Connections {
     private final int maxConnections;
+    private final RequestMetrics metrics;
     private final ChannelGroup channels = new DefaultChannelGroup("connections", GlobalEventExecutor.INSTANCE);
     private final AtomicInteger open = new AtomicInteger();
     private final AtomicInteger inFlight = new AtomicInteger();
     private volatile boolean draining;
 
-    public Connections(int maxConnections) {
+    public Connections(int maxConnections, RequestMetrics metrics) {
         this.maxConnections = maxConnections;
+        this.metrics = metrics;
     }
 
     /** Registers a new connection; false when the server is full or draining (the caller closes it). */
@@ -30,12 +33,26 @@ public final class Connections {
             return false;
         }
         channels.add(channel);
-        channel.closeFuture().addListener(f -> open.decrementAndGet());
+        metrics.connectionOpened();
+        channel.closeFuture().addListener(f -> {
+            open.decrementAndGet();
+            metrics.connectionClosed();
+        });
         return true;
     }
 
-    public void requestStarted() { inFlight.incrementAndGet(); }
-    public void requestEnded() { inFlight.decrementAndGet(); }
+    public void requestStarted() {
+        inFlight.incrementAndGet();
+        metrics.requestStarted();
+    }
+
+    public void requestEnded() {
+        inFlight.decrementAndGet();
+        metrics.requestEnded();
+    }
+
+    /** Where this worker's requests are counted. */
+    public RequestMetrics metrics() { return metrics; }
     public int inFlight() { return inFlight.get(); }
     public int open() { return open.get(); }
     public boolean draining() { return draining; }

@@ -7,6 +7,7 @@ import dev.peregrine.cli.Version;
 import dev.peregrine.http1.Http1Initializer;
 import dev.peregrine.http1.Http1Settings;
 import dev.peregrine.ops.HealthCheck;
+import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
@@ -58,6 +59,14 @@ public final class PeregrineServer {
                 ? signal -> { }
                 : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
+        WorkerMetrics metrics;
+        try {
+            // Before Python starts: a port that is taken is reported at once, with nothing to undo.
+            metrics = WorkerMetrics.start(settings.metricsPort(), settings.metricsHost(), System.getenv());
+        } catch (java.io.IOException e) {
+            System.err.println("peregrine: " + e.getMessage());
+            return 1;
+        }
         PythonInstall install;
         PythonInterpreter interpreter;
         try {
@@ -82,8 +91,8 @@ public final class PeregrineServer {
                 return null;
             });
             application = protocol.equals("asgi")
-                    ? new AsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.uvloop(), settings.lifespan())
-                    : new WsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.wsgiThreads());
+                    ? new AsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.uvloop(), settings.lifespan(), metrics.recorder())
+                    : new WsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.wsgiThreads(), metrics.recorder());
             interpreter.publishNativeModule();
             application.prepare();
         } catch (ApplicationLoader.LoadFailure e) {
@@ -102,7 +111,7 @@ public final class PeregrineServer {
             return 3;
         }
 
-        Connections connections = new Connections(settings.maxConnections());
+        Connections connections = new Connections(settings.maxConnections(), metrics.recorder());
         Http1Settings http1 = new Http1Settings(settings.maxHeaderSize(), settings.maxBody(), settings.keepAliveMillis(),
                 settings.requestTimeoutMillis(), settings.scheme(), settings.accessLog());
         HealthCheck health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath(), application);
@@ -132,6 +141,7 @@ public final class PeregrineServer {
         if (link == null) {
             LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
                     protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
+            if (metrics.url() != null) LOG.infof("Metrics on %s", metrics.url());
         } else {
             LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", link.id(), ProcessHandle.current().pid(),
                     settings.target(), protocol.toUpperCase(), flavour, install.version());
@@ -169,6 +179,7 @@ public final class PeregrineServer {
             }
         }
         flushPython();
+        metrics.close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
     }

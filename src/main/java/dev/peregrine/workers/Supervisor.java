@@ -24,6 +24,7 @@ import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -67,6 +68,7 @@ public final class Supervisor {
     private WorkerProcess[] serving;
     private int[] failures;
     private String controlPath;
+    private SupervisorMetrics metrics;
 
     /** The rolling replacement under way: positions still to replace, and the replacement starting now. */
     private final Deque<Integer> toReplace = new ArrayDeque<>();
@@ -115,6 +117,16 @@ public final class Supervisor {
             return 1;
         }
 
+        try {
+            metrics = SupervisorMetrics.start(settings, count);
+        } catch (IOException e) {
+            System.err.println("peregrine: " + e.getMessage());
+            control.close();
+            listener.close();
+            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+            return 1;
+        }
+
         Signal.handle(new Signal("TERM"), s -> events.add(new Stop("SIGTERM")));
         Signal.handle(new Signal("INT"), s -> events.add(new Stop("SIGINT")));
         Signal.handle(new Signal("HUP"), s -> events.add(new Replace("SIGHUP")));
@@ -127,6 +139,7 @@ public final class Supervisor {
         loop(address, count);
 
         if (watcher != null) watcher.close();
+        if (metrics != null) metrics.close();
         listener.close().syncUninterruptibly();
         control.close();
         group.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
@@ -187,9 +200,11 @@ public final class Supervisor {
 
     private WorkerProcess spawn(int position) {
         WorkerProcess w;
+        int slot = metrics == null ? -1 : metrics.takeSlot(position);
         try {
-            w = WorkerProcess.start(position, controlPath);
+            w = WorkerProcess.start(position, controlPath, metrics == null ? Map.of() : metrics.environment(slot), slot);
         } catch (IOException e) {
+            if (metrics != null) metrics.releaseSlot(slot);
             LOG.errorf("Cannot start worker %d: %s", position + 1, e.getMessage());
             events.add(new Stop("worker start failure"));
             exitStatus = 1;
@@ -201,6 +216,7 @@ public final class Supervisor {
         Channel early = earlyControl.remove(w.pid());
         if (early != null) w.control = early;
         if (earlyReady.remove(w.pid())) events.add(new Ready(w.pid()));
+        if (metrics != null) metrics.started();
         LOG.debugf("Started %s", w.name());
         return w;
     }
@@ -225,12 +241,14 @@ public final class Supervisor {
             LOG.infof("Peregrine %s serving %s on %s with %d workers (pids %s)%s", Version.VERSION, settings.target(), address, count,
                     Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse(""),
                     settings.reload() ? ", reloading on source changes" : "");
+            if (metrics != null) LOG.infof("Metrics on %s", metrics.url());
         }
     }
 
     private void onExit(WorkerProcess w, int status) {
         live.remove(w);
         byPid.remove(w.pid());
+        if (metrics != null) metrics.exited(w.metricsSlot);
         if (stopping) {
             if (status != 0 && w.ready) exitStatus = 1;
             LOG.debugf("%s exited with status %d", w.name(), status);
@@ -258,6 +276,7 @@ public final class Supervisor {
         }
         int position = w.position;
         serving[position] = null;
+        if (metrics != null) metrics.restarted();
         long delay = 0;
         if (w.ageSeconds() < STARTUP_FAILURE_SECONDS) {
             failures[position]++;

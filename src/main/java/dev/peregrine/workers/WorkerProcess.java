@@ -6,18 +6,22 @@ import java.io.File;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /** One worker child process as the supervisor sees it. Touched only by the supervisor's thread, except the control channel. */
 final class WorkerProcess {
     final int position;
+    /** Where this process counts in the shared metrics file, or -1 without metrics. */
+    final int metricsSlot;
     final Process process;
     final long startedNanos = System.nanoTime();
     volatile Channel control;
     boolean ready;
     boolean draining;
 
-    private WorkerProcess(int position, Process process) {
+    private WorkerProcess(int position, int metricsSlot, Process process) {
         this.position = position;
+        this.metricsSlot = metricsSlot;
         this.process = process;
     }
 
@@ -26,7 +30,7 @@ final class WorkerProcess {
      * {@code position + 1}: the child parses the same command line and configuration, and the
      * environment tells it that it is a worker and where its supervisor listens.
      */
-    static WorkerProcess start(int position, String controlSocket) throws IOException {
+    static WorkerProcess start(int position, String controlSocket, Map<String, String> environment, int metricsSlot) throws IOException {
         ProcessHandle.Info self = ProcessHandle.current().info();
         List<String> command = new ArrayList<>();
         command.add(self.command().orElseThrow(() -> new IOException("cannot tell which java runs this process")));
@@ -37,7 +41,8 @@ final class WorkerProcess {
                 .redirectError(ProcessBuilder.Redirect.INHERIT);
         builder.environment().put(ControlServer.SOCKET_ENV, controlSocket);
         builder.environment().put(ControlServer.WORKER_ID_ENV, Integer.toString(position + 1));
-        return new WorkerProcess(position, builder.start());
+        builder.environment().putAll(environment);
+        return new WorkerProcess(position, metricsSlot, builder.start());
     }
 
     long pid() {

@@ -3,6 +3,7 @@ package dev.peregrine.wsgi;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.python.NativeBuffers;
 import dev.peregrine.python.NativeFunction;
 import dev.peregrine.python.Py;
@@ -19,6 +20,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.function.Consumer;
 
 /**
  * Serves a PEP 3333 application on {@code --wsgi-threads} platform threads. Each takes a request whose
@@ -38,6 +40,9 @@ public final class WsgiApplication implements ServedApplication {
     private final BlockingQueue<WsgiRequest> queue = new LinkedBlockingQueue<>();
     private final ThreadLocal<WsgiRequest> current = new ThreadLocal<>();
     private final List<Thread> workers = new ArrayList<>();
+    private final RequestMetrics metrics;
+    /** One instance for every request rather than a method reference made per request. */
+    private final Consumer<WsgiRequest> enqueue = this::enqueue;
 
     private EnvironBuilder environs;
     private MemorySegment startResponse;
@@ -46,8 +51,9 @@ public final class WsgiApplication implements ServedApplication {
     private MemorySegment streamingInput;
     private MemorySegment closeName;
 
-    public WsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, int threads) {
+    public WsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, int threads, RequestMetrics metrics) {
         this.app = app;
+        this.metrics = metrics;
         this.rootPath = rootPath;
         this.threads = threads;
         interpreter.define("wsgi_start_response", this::startResponse);
@@ -110,9 +116,15 @@ public final class WsgiApplication implements ServedApplication {
 
     @Override
     public void dispatch(HttpExchange exchange) {
-        WsgiRequest request = new WsgiRequest(exchange, queue::add);
+        WsgiRequest request = new WsgiRequest(exchange, enqueue);
         exchange.receiveBody(request);
         request.readAhead();
+    }
+
+    /** The request's head and read-ahead body are in: from now on it waits for a WSGI thread. */
+    private void enqueue(WsgiRequest request) {
+        request.readyNanos = metrics.clock();
+        queue.add(request);
     }
 
     private WsgiRequest request() {
@@ -132,6 +144,7 @@ public final class WsgiApplication implements ServedApplication {
             }
             if (request == STOP) return;
             int gil = PythonInterpreter.acquire();
+            metrics.pythonStarted(request.readyNanos);
             current.set(request);
             try {
                 handle(request);

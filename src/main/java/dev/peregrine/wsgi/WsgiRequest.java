@@ -28,6 +28,9 @@ final class WsgiRequest implements BodyReceiver {
     private boolean dispatched;
     private boolean demanding;
 
+    /** When the request was queued for a WSGI thread (for the metrics; 0 when they are off). */
+    long readyNanos;
+
     // The response, touched only by the WSGI thread that runs the request.
     ResponseHead head;
     boolean headSent;

@@ -54,7 +54,9 @@ class ServerSettingsTest {
                 () -> assertEquals(List.of(), s.pythonPath()),
                 () -> assertTrue(s.websockets()),
                 () -> assertFalse(s.accessLog()),
-                () -> assertEquals(LogLevel.info, s.logLevel()));
+                () -> assertEquals(LogLevel.info, s.logLevel()),
+                () -> assertNull(s.metricsPort(), "metrics are off unless asked for"),
+                () -> assertEquals("127.0.0.1", s.metricsHost()));
     }
 
     // ---- 6. defaults
@@ -114,7 +116,7 @@ class ServerSettingsTest {
             "--port, -1", "--port, 65536", "--backlog, 0", "--max-connections, 0", "--wsgi-threads, 0",
             "--wsgi-threads, 1025", "--max-body, -1", "--max-header-size, 255", "--max-header-size, 16777217",
             "--keep-alive, -1", "--request-timeout, -5", "--graceful-timeout, -1", "--workers, -1", "--workers, 1025",
-            "--drain-delay, -1",
+            "--drain-delay, -1", "--metrics-port, -1", "--metrics-port, 65536",
     })
     void outOfRangeValuesAreRefusedNamingTheOption(String option, String value) {
         UsageException e = assertThrows(UsageException.class, () -> Cli.settings(option, value, "main:app"));
@@ -160,8 +162,6 @@ class ServerSettingsTest {
                 arguments("--compress", "--compress"),
                 arguments("--compress-min-size", "--compress-min-size 1024"),
                 arguments("--compress-static", "--compress-static"),
-                arguments("--metrics-port", "--metrics-port 9000"),
-                arguments("--metrics-host", "--metrics-host 0.0.0.0"),
                 arguments("--access-log-format", "--access-log-format json"),
                 arguments("--request-id", "--request-id"),
                 arguments("--request-start-header", "--request-start-header"),
@@ -191,7 +191,7 @@ class ServerSettingsTest {
             "--host", "--port", "--unix", "--backlog", "--max-connections", "--protocol", "--factory", "--root-path",
             "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
-            "--no-websockets", "--access-log", "--log-level", "--help", "--version",
+            "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--workers", "--drain-delay", "--reload", "--health-check-path");
 
     @Test
@@ -227,6 +227,24 @@ class ServerSettingsTest {
         assertEquals(List.of(Path.of("src"), Path.of("lib")), fromEnv.pythonPath());
         assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")),
                 Cli.settings("--python-path", "a,b", "--python-path", "c", "main:app").pythonPath());
+    }
+
+    // ---- metrics
+
+    @Test
+    void metricsHostDefaultsToHost() {
+        ServerSettings s = Cli.settings("--host", "0.0.0.0", "--metrics-port", "9100", "main:app");
+        assertEquals(9100, s.metricsPort());
+        assertEquals("0.0.0.0", s.metricsHost());
+        assertEquals("::1", Cli.settings("--metrics-port", "9100", "--metrics-host", "::1", "main:app").metricsHost());
+    }
+
+    @Test
+    void metricsPortMustNotBeTheApplicationPort() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--port", "9100", "--metrics-port", "9100", "main:app"));
+        assertTrue(e.getMessage().contains("'--metrics-port'") && e.getMessage().contains("--port"), e.getMessage());
+        assertEquals(9100, Cli.settings("--unix", "/tmp/p.sock", "--port", "9100", "--metrics-port", "9100", "main:app").metricsPort());
+        assertEquals(0, Cli.settings("--port", "0", "--metrics-port", "0", "main:app").metricsPort());
     }
 
     // ---- 8. target, scheme, root path

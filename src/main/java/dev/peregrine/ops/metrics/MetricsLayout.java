@@ -1,0 +1,130 @@
+package dev.peregrine.ops.metrics;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Where each number lives in the shared metrics area, and how a request's method, status, protocol
+ * and durations map to a counter. The area is a header followed by slots of one fixed layout; every
+ * position below counts in longs from the start of the header or of a slot.
+ *
+ * <p>The layout is the contract between processes that map one file, possibly built from different
+ * versions during an upgrade: change any position and {@link #VERSION} must change with it.
+ */
+public final class MetricsLayout {
+    private MetricsLayout() {}
+
+    /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
+    static final long MAGIC = 0x50455245_4752494EL;
+    static final long VERSION = 1;
+
+    /** Longs in a cache line: sections written by different threads start on a line of their own. */
+    private static final int LINE = 8;
+
+    public static final String[] METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "other"};
+    public static final String[] STATUS_CLASSES = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+    public static final String[] PROTOCOLS = {"HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/3"};
+    public static final int HTTP_1_0 = 0;
+    public static final int HTTP_1_1 = 1;
+    public static final int HTTP_2 = 2;
+    public static final int HTTP_3 = 3;
+    static final int OTHER_METHOD = METHODS.length - 1;
+    static final int REQUEST_CELLS = METHODS.length * STATUS_CLASSES.length * PROTOCOLS.length;
+
+    /** Upper bounds of the request duration buckets: from a cached answer to a slow report. */
+    static final long[] DURATION_BOUNDS = micros(500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+            500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000);
+    /** Upper bounds of the Python-thread wait buckets: microseconds when idle, milliseconds and more when saturated. */
+    static final long[] PYTHON_WAIT_BOUNDS = micros(10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000,
+            50_000, 100_000, 250_000, 500_000, 1_000_000);
+
+    // ---- the header ----
+    static final int HEADER_MAGIC = 0;
+    static final int HEADER_VERSION = 1;
+    static final int HEADER_SLOTS = 2;
+    static final int HEADER_SLOT_LONGS = 3;
+    /** Written by the supervisor only. */
+    static final int WORKER_STARTS = 4;
+    static final int WORKER_EXITS = 5;
+    static final int WORKER_RESTARTS = 6;
+    static final int HEADER_LONGS = LINE;
+
+    // ---- one slot: counters, cumulative over every process that used the slot ----
+    static final int REQUESTS = 0;
+    static final int DURATION_BUCKETS = REQUESTS + REQUEST_CELLS;
+    static final int DURATION_SUM_NANOS = DURATION_BUCKETS + DURATION_BOUNDS.length + 1;
+    static final int REQUEST_BODY_BYTES = DURATION_SUM_NANOS + 1;
+    static final int RESPONSE_BODY_BYTES = REQUEST_BODY_BYTES + 1;
+    static final int CONNECTIONS_TOTAL = RESPONSE_BODY_BYTES + 1;
+    // Gauges belong to the live process: the supervisor zeroes them when it exits.
+    static final int CONNECTIONS_ACTIVE = CONNECTIONS_TOTAL + 1;
+    static final int REQUESTS_IN_FLIGHT = CONNECTIONS_ACTIVE + 1;
+    // Written by the Python thread(s) rather than the I/O thread: a cache line of their own.
+    static final int PYTHON_WAIT_BUCKETS = lineAfter(REQUESTS_IN_FLIGHT);
+    static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
+    /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
+    static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);
+    static final int SLOT_LONGS = lineAfter(WORKER_ID);
+
+    static final int[] GAUGES = {CONNECTIONS_ACTIVE, REQUESTS_IN_FLIGHT};
+
+    static long byteSize(int slots) {
+        return (HEADER_LONGS + (long) slots * SLOT_LONGS) * Long.BYTES;
+    }
+
+    /** Byte offset of a slot's first long. */
+    static long slotBase(int slot) {
+        return (HEADER_LONGS + (long) slot * SLOT_LONGS) * Long.BYTES;
+    }
+
+    static int methodIndex(String method) {
+        if (method == null) return OTHER_METHOD;
+        return switch (method) {
+            case "GET" -> 0;
+            case "HEAD" -> 1;
+            case "POST" -> 2;
+            case "PUT" -> 3;
+            case "DELETE" -> 4;
+            case "PATCH" -> 5;
+            case "OPTIONS" -> 6;
+            default -> OTHER_METHOD;
+        };
+    }
+
+    /** 1xx to 5xx; a status outside 100..599 (which the server never sends) counts in the nearest class. */
+    static int statusClassIndex(int status) {
+        return Math.clamp(status / 100 - 1, 0, STATUS_CLASSES.length - 1);
+    }
+
+    static int requestCell(int method, int statusClass, int protocol) {
+        return (method * STATUS_CLASSES.length + statusClass) * PROTOCOLS.length + protocol;
+    }
+
+    /**
+     * The bucket a duration falls in: the first whose upper bound it does not exceed (Prometheus' "le"),
+     * or the last, +Inf. Linear: most requests are fast and stop in the first few buckets.
+     */
+    static int bucketIndex(long[] bounds, long nanos) {
+        for (int i = 0; i < bounds.length; i++) {
+            if (nanos <= bounds[i]) return i;
+        }
+        return bounds.length;
+    }
+
+    /** Upper bounds in seconds, +Inf last, as a Prometheus histogram states them. */
+    static double[] boundsInSeconds(long[] bounds) {
+        double[] seconds = new double[bounds.length + 1];
+        for (int i = 0; i < bounds.length; i++) seconds[i] = bounds[i] / 1e9;
+        seconds[bounds.length] = Double.POSITIVE_INFINITY;
+        return seconds;
+    }
+
+    private static long[] micros(long... values) {
+        long[] nanos = new long[values.length];
+        for (int i = 0; i < values.length; i++) nanos[i] = TimeUnit.MICROSECONDS.toNanos(values[i]);
+        return nanos;
+    }
+
+    private static int lineAfter(int position) {
+        return (position / LINE + 1) * LINE;
+    }
+}

@@ -1,0 +1,85 @@
+package dev.peregrine.ops.metrics;
+
+import java.lang.foreign.MemorySegment;
+
+import static dev.peregrine.ops.metrics.MetricsLayout.*;
+
+/**
+ * What the transport and the application adapters call to count: one worker's slot of the
+ * {@link MetricsStore}. Each call is a few atomic adds into shared memory. {@link #OFF}, used when
+ * metrics are not served, returns at its first instruction, so the hooks cost a field load and a branch.
+ */
+public final class RequestMetrics {
+    public static final RequestMetrics OFF = new RequestMetrics(null, 0);
+
+    /** Null when off. */
+    private final MemorySegment segment;
+    private final long base;
+
+    RequestMetrics(MemorySegment segment, long base) {
+        this.segment = segment;
+        this.base = base;
+    }
+
+    public boolean enabled() {
+        return segment != null;
+    }
+
+    /** A timestamp to hand back to {@link #pythonStarted} later; 0 when off, which spares reading the clock. */
+    public long clock() {
+        return segment == null ? 0 : System.nanoTime();
+    }
+
+    public void connectionOpened() {
+        if (segment == null) return;
+        add(CONNECTIONS_TOTAL, 1);
+        add(CONNECTIONS_ACTIVE, 1);
+    }
+
+    public void connectionClosed() {
+        if (segment == null) return;
+        add(CONNECTIONS_ACTIVE, -1);
+    }
+
+    public void requestStarted() {
+        if (segment == null) return;
+        add(REQUESTS_IN_FLIGHT, 1);
+    }
+
+    public void requestEnded() {
+        if (segment == null) return;
+        add(REQUESTS_IN_FLIGHT, -1);
+    }
+
+    /**
+     * A response was sent in full (by the application or by the server itself).
+     *
+     * @param method     the request method; null when the request was refused before its method was known
+     * @param protocol   one of {@link MetricsLayout#HTTP_1_0} and the like
+     * @param startNanos {@link System#nanoTime()} when the request head had arrived
+     * @param bodyIn     request body bytes received
+     * @param bytesOut   response bytes written for the body, framing included (all of a response the server
+     *                   wrote itself to refuse a request: it is small and has no separate body count)
+     */
+    public void requestFinished(String method, int protocol, int status, long startNanos, long bodyIn, long bytesOut) {
+        if (segment == null) return;
+        long duration = System.nanoTime() - startNanos;
+        add(REQUESTS + requestCell(methodIndex(method), statusClassIndex(status), protocol), 1);
+        add(DURATION_BUCKETS + bucketIndex(DURATION_BOUNDS, duration), 1);
+        add(DURATION_SUM_NANOS, duration);
+        if (bodyIn != 0) add(REQUEST_BODY_BYTES, bodyIn);
+        if (bytesOut != 0) add(RESPONSE_BODY_BYTES, bytesOut);
+    }
+
+    /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
+    public void pythonStarted(long readyNanos) {
+        if (segment == null) return;
+        long wait = Math.max(0, System.nanoTime() - readyNanos);
+        add(PYTHON_WAIT_BUCKETS + bucketIndex(PYTHON_WAIT_BOUNDS, wait), 1);
+        add(PYTHON_WAIT_SUM_NANOS, wait);
+    }
+
+    private void add(int position, long delta) {
+        MetricsStore.add(segment, base + (long) position * Long.BYTES, delta);
+    }
+}

@@ -1,0 +1,65 @@
+package dev.peregrine.ops.metrics;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.concurrent.TimeUnit;
+
+import static dev.peregrine.ops.metrics.MetricsLayout.HTTP_1_0;
+import static dev.peregrine.ops.metrics.MetricsLayout.HTTP_1_1;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class MetricsExporterTest {
+    private static final String TEXT = MetricsExporter.contentType(null);
+
+    @Test
+    void sumsEverySlotAndLabelsWorkers() {
+        MetricsStore store = MetricsStore.offHeap(4);
+        store.assignWorker(0, 1);
+        store.assignWorker(1, 2);
+        store.assignWorker(2, 1); // the replacement of worker 1, overlapping it
+        MetricsExporter exporter = new MetricsExporter(store);
+
+        String before = exporter.scrape(TEXT);
+        assertFalse(before.contains("peregrine_requests_total{"), "no request series before any request");
+
+        long start = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(3);
+        store.recorder(0).requestFinished("GET", HTTP_1_1, 200, start, 0, 5);
+        store.recorder(1).requestFinished("GET", HTTP_1_1, 204, start, 0, 0);
+        store.recorder(2).requestFinished("DELETE", HTTP_1_0, 404, start, 7, 9);
+        store.recorder(0).requestStarted();
+        store.recorder(2).requestStarted();
+        store.recorder(1).connectionOpened();
+        store.workerStarted();
+        store.workerStarted();
+
+        String text = exporter.scrape(TEXT);
+        assertLine(text, "peregrine_requests_total{method=\"GET\",protocol=\"HTTP/1.1\",status=\"2xx\"} 2.0");
+        assertLine(text, "peregrine_requests_total{method=\"DELETE\",protocol=\"HTTP/1.0\",status=\"4xx\"} 1.0");
+        assertLine(text, "peregrine_request_duration_seconds_count 3");
+        assertLine(text, "peregrine_request_duration_seconds_bucket{le=\"0.0025\"} 0");
+        assertLine(text, "peregrine_request_duration_seconds_bucket{le=\"+Inf\"} 3");
+        assertLine(text, "peregrine_request_body_bytes_total 7.0");
+        assertLine(text, "peregrine_response_body_bytes_total 14.0");
+        assertLine(text, "peregrine_requests_in_flight 2.0");
+        assertLine(text, "peregrine_worker_requests_in_flight{worker=\"1\"} 2.0");
+        assertLine(text, "peregrine_worker_requests_in_flight{worker=\"2\"} 0.0");
+        assertLine(text, "peregrine_worker_connections_active{worker=\"2\"} 1.0");
+        assertLine(text, "peregrine_connections_active 1.0");
+        assertLine(text, "peregrine_worker_starts_total 2.0");
+        assertLine(text, "peregrine_python_wait_seconds_count 0");
+    }
+
+    @Test
+    void openMetricsWhenTheScraperAsksForIt() {
+        String type = MetricsExporter.contentType("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5");
+        assertTrue(type.startsWith("application/openmetrics-text"));
+        String text = new MetricsExporter(MetricsStore.offHeap(1)).scrape(type);
+        assertTrue(text.endsWith("# EOF\n"), text);
+        assertTrue(text.contains("# UNIT peregrine_request_duration_seconds seconds"), text);
+    }
+
+    private static void assertLine(String text, String line) {
+        assertTrue(text.lines().anyMatch(line::equals), "no line '" + line + "' in:\n" + text);
+    }
+}
