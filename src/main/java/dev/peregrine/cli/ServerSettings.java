@@ -1,7 +1,9 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.cli.PeregrineCommand.LogFormat;
 import dev.peregrine.cli.PeregrineCommand.LogLevel;
 import dev.peregrine.cli.PeregrineCommand.Protocol;
+import dev.peregrine.proxy.TrustedProxies;
 
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -33,7 +35,12 @@ public record ServerSettings(
         long gracefulTimeoutMillis,
         boolean websockets,
         boolean accessLog,
-        LogLevel logLevel) {
+        LogLevel logLevel,
+        boolean accessLogJson,
+        TrustedProxies forwardedAllowIps,
+        boolean requestId,
+        boolean requestStartHeader,
+        boolean traceContext) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -66,8 +73,21 @@ public record ServerSettings(
                 range("--request-timeout", value(c.requestTimeout, 30_000L), 0, Long.MAX_VALUE),
                 range("--graceful-timeout", value(c.gracefulTimeout, 10_000L), 0, Long.MAX_VALUE),
                 !value(c.noWebsockets, false),
-                value(c.accessLog, false),
-                value(c.logLevel, LogLevel.info));
+                value(c.accessLog, false) || c.accessLogFormat != null,
+                value(c.logLevel, LogLevel.info),
+                c.accessLogFormat == LogFormat.json,
+                trustedProxies(value(c.forwardedAllowIps, TrustedProxies.DEFAULT)),
+                value(c.requestId, false),
+                value(c.requestStartHeader, false),
+                value(c.traceContext, false));
+    }
+
+    private static TrustedProxies trustedProxies(String list) {
+        try {
+            return TrustedProxies.parse(list);
+        } catch (IllegalArgumentException e) {
+            throw new UsageException("invalid value for option '--forwarded-allow-ips': " + e.getMessage());
+        }
     }
 
     /**
@@ -80,7 +100,6 @@ public record ServerSettings(
         asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
-        asked.put("--forwarded-allow-ips", c.forwardedAllowIps != null);
         asked.put("--drain-delay", c.drainDelay != null && c.drainDelay != 0);
         asked.put("--reload", Boolean.TRUE.equals(c.reload));
         asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
@@ -116,10 +135,6 @@ public record ServerSettings(
         asked.put("--health-check-path", c.healthCheckPath != null);
         asked.put("--metrics-port", c.metricsPort != null);
         asked.put("--metrics-host", c.metricsHost != null);
-        asked.put("--access-log-format", c.accessLogFormat != null);
-        asked.put("--request-id", Boolean.TRUE.equals(c.requestId));
-        asked.put("--request-start-header", Boolean.TRUE.equals(c.requestStartHeader));
-        asked.put("--trace-context", Boolean.TRUE.equals(c.traceContext));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new UsageException(option.getKey() + " is not supported yet");
         }

@@ -96,8 +96,7 @@ public final class PeregrineServer {
         }
 
         Connections connections = new Connections(settings.maxConnections());
-        Http1Settings http1 = new Http1Settings(settings.maxHeaderSize(), settings.maxBody(), settings.keepAliveMillis(),
-                settings.requestTimeoutMillis(), settings.scheme(), settings.accessLog());
+        Http1Settings http1 = Http1Settings.from(settings);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);

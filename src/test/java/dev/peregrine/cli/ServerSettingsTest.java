@@ -11,6 +11,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.OptionSpec;
 
+import java.net.InetAddress;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -54,7 +55,15 @@ class ServerSettingsTest {
                 () -> assertEquals(List.of(), s.pythonPath()),
                 () -> assertTrue(s.websockets()),
                 () -> assertFalse(s.accessLog()),
-                () -> assertEquals(LogLevel.info, s.logLevel()));
+                () -> assertEquals(LogLevel.info, s.logLevel()),
+                () -> assertFalse(s.accessLogJson()),
+                () -> assertFalse(s.requestId()),
+                () -> assertFalse(s.requestStartHeader()),
+                () -> assertFalse(s.traceContext()),
+                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1"))),
+                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("::1"))),
+                () -> assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("10.0.0.1"))),
+                () -> assertFalse(s.forwardedAllowIps().trustsEveryone()));
     }
 
     // ---- 6. defaults
@@ -130,7 +139,6 @@ class ServerSettingsTest {
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
-                arguments("--forwarded-allow-ips", "--forwarded-allow-ips 10.0.0.0/8"),
                 arguments("--drain-delay", "--drain-delay 500"),
                 arguments("--reload", "--reload"),
                 arguments("--http2-only", "--http2-only"),
@@ -165,11 +173,7 @@ class ServerSettingsTest {
                 arguments("--compress-static", "--compress-static"),
                 arguments("--health-check-path", "--health-check-path /healthz"),
                 arguments("--metrics-port", "--metrics-port 9000"),
-                arguments("--metrics-host", "--metrics-host 0.0.0.0"),
-                arguments("--access-log-format", "--access-log-format json"),
-                arguments("--request-id", "--request-id"),
-                arguments("--request-start-header", "--request-start-header"),
-                arguments("--trace-context", "--trace-context"));
+                arguments("--metrics-host", "--metrics-host 0.0.0.0"));
     }
 
     @ParameterizedTest(name = "{1}")
@@ -196,6 +200,7 @@ class ServerSettingsTest {
             "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version",
+            "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
             // accepted only with their default value (1, 0); any other value is refused (see unbuilt())
             "--workers", "--drain-delay");
 
@@ -207,6 +212,36 @@ class ServerSettingsTest {
         List<String> unaccounted = cl.getCommandSpec().options().stream().map(OptionSpec::longestName)
                 .filter(name -> !BUILT.contains(name) && !refused.contains(name)).sorted().toList();
         assertTrue(unaccounted.isEmpty(), () -> "options neither built nor refused (would be silently ignored): " + unaccounted);
+    }
+
+    // ---- 7b. proxies, request id, access log format
+
+    @Test
+    void operationsOptionsAreCarriedThrough() throws Exception {
+        ServerSettings s = Cli.settings("--forwarded-allow-ips", "10.0.0.0/8, unix", "--access-log-format", "json",
+                "--request-id", "--request-start-header", "--trace-context", "main:app");
+        assertTrue(s.accessLog(), "--access-log-format implies --access-log");
+        assertTrue(s.accessLogJson());
+        assertTrue(s.requestId());
+        assertTrue(s.requestStartHeader());
+        assertTrue(s.traceContext());
+        assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("10.200.3.4")));
+        assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1")), "the list replaces the default");
+    }
+
+    @Test
+    void textAccessLogFormatAlsoImpliesTheAccessLog() {
+        ServerSettings s = Cli.settings("--access-log-format", "text", "main:app");
+        assertTrue(s.accessLog());
+        assertFalse(s.accessLogJson());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"localhost", "10.0.0.0/33", "10.0.0.1/x", "::1/129", "1.2.3", "10.0.0.1,example.com", "unix:/tmp/s"})
+    void badForwardedAllowIpsIsOneUsageErrorNamingTheOption(String value) {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--forwarded-allow-ips", value, "main:app"));
+        assertTrue(e.getMessage().startsWith("invalid value for option '--forwarded-allow-ips': "), e.getMessage());
+        assertFalse(e.getMessage().contains("\n"), e.getMessage());
     }
 
     // ---- 8. target, scheme, root path
