@@ -79,3 +79,15 @@ async def state(request: Request):
         "started": getattr(request.app.state, "started", False),
         "greeting": getattr(request.app.state, "greeting", None),
     }
+
+
+@app.get("/client")
+async def client(request: Request):
+    # What Starlette derives from the scope: client, scheme (forwarded headers), and the added headers.
+    return {
+        "host": request.client.host if request.client else None,
+        "port": request.client.port if request.client else None,
+        "scheme": request.url.scheme,
+        "request_id": request.headers.get("x-request-id"),
+        "request_start": request.headers.get("x-request-start"),
+    }

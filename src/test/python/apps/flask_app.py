@@ -88,3 +88,17 @@ def remote():
     return jsonify(
         {"remote_addr": request.remote_addr, "scheme": request.scheme, "is_secure": request.is_secure}
     )
+
+
+@app.get("/client")
+def client():
+    # What Flask derives from the environ: REMOTE_ADDR and wsgi.url_scheme (forwarded headers, request id).
+    return jsonify(
+        {
+            "remote_addr": request.remote_addr,
+            "is_secure": request.is_secure,
+            "scheme": request.scheme,
+            "request_id": request.headers.get("X-Request-ID"),
+            "request_start": request.headers.get("X-Request-Start"),
+        }
+    )

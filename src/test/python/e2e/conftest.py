@@ -151,6 +151,8 @@ def reference_command(target, options, kind, port):
                 argv += ["--timeout-graceful-shutdown", str(max(1, math.ceil(int(val) / 1000)))]
             elif opt == "--workers":
                 argv += ["--workers", val]
+            elif opt == "--forwarded-allow-ips":
+                argv += ["--forwarded-allow-ips", val]
         if lifespan_off:
             argv[argv.index("auto")] = "off"
         argv.append(target)

@@ -7,6 +7,8 @@ import dev.peregrine.python.InternTable;
 import dev.peregrine.python.InternedStrings;
 import dev.peregrine.python.Py;
 
+import io.netty.util.NetUtil;
+
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -106,6 +108,7 @@ final class ScopeBuilder {
     }
 
     private static MemorySegment address(InetSocketAddress address) {
-        return Py.tuple2(Py.str(address.getAddress().getHostAddress()), Py.integer(address.getPort()));
+        // RFC 5952 text (::1, not 0:0:0:0:0:0:0:1), as uvicorn reports addresses.
+        return Py.tuple2(Py.str(NetUtil.toAddressString(address.getAddress())), Py.integer(address.getPort()));
     }
 }

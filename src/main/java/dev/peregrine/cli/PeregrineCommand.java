@@ -38,7 +38,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--unix", paramLabel = "PATH", description = "Listen on a unix socket instead.") public Path unix;
     @Option(names = "--backlog", paramLabel = "N", description = "Listen backlog (default ${DEFAULT-VALUE}).") public Integer backlog;
     @Option(names = "--max-connections", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}).") public Integer maxConnections;
-    @Option(names = "--forwarded-allow-ips", paramLabel = "LIST", description = "Proxies whose X-Forwarded-* headers are trusted.") public String forwardedAllowIps;
+    @Option(names = "--forwarded-allow-ips", paramLabel = "LIST", description = "Proxies whose X-Forwarded-*/Forwarded headers are trusted: addresses, CIDR blocks, unix, or * (default ${DEFAULT-VALUE}).") public String forwardedAllowIps;
 
     // Application
     @Option(names = "--protocol", paramLabel = "wsgi|asgi", description = "Force the application protocol (default: detect).") public Protocol protocol;
@@ -112,10 +112,10 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--metrics-port", paramLabel = "PORT", description = "Serve Prometheus metrics on this port.") public Integer metricsPort;
     @Option(names = "--metrics-host", paramLabel = "HOST", description = "What the metrics port binds (default --host).") public String metricsHost;
     @Option(names = "--access-log", description = "Log one line per request.") public Boolean accessLog;
-    @Option(names = "--access-log-format", paramLabel = "F", description = "text or json; implies --access-log.") public LogFormat accessLogFormat;
-    @Option(names = "--request-id", description = "An X-Request-ID per request.") public Boolean requestId;
+    @Option(names = "--access-log-format", paramLabel = "F", description = "text (default) or json, one object per line on stdout; implies --access-log.") public LogFormat accessLogFormat;
+    @Option(names = "--request-id", description = "An X-Request-ID per request, for the app, the response and the access log.") public Boolean requestId;
     @Option(names = "--request-start-header", description = "Hand the app X-Request-Start for queue-time APMs.") public Boolean requestStartHeader;
-    @Option(names = "--trace-context", description = "Log a request's W3C trace and parent span IDs.") public Boolean traceContext;
+    @Option(names = "--trace-context", description = "Log a request's W3C trace and parent span IDs (traceparent) on the access log.") public Boolean traceContext;
     @Option(names = "--log-level", paramLabel = "LEVEL", description = "debug, info, warning, error, silent (default ${DEFAULT-VALUE}).") public LogLevel logLevel;
 
     @Override

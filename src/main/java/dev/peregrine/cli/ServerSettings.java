@@ -1,7 +1,9 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.cli.PeregrineCommand.LogFormat;
 import dev.peregrine.cli.PeregrineCommand.LogLevel;
 import dev.peregrine.cli.PeregrineCommand.Protocol;
+import dev.peregrine.proxy.TrustedProxies;
 
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -40,7 +42,12 @@ public record ServerSettings(
         boolean reload,
         String healthCheckPath,
         Integer metricsPort,
-        String metricsHost) {
+        String metricsHost,
+        boolean accessLogJson,
+        TrustedProxies forwardedAllowIps,
+        boolean requestId,
+        boolean requestStartHeader,
+        boolean traceContext) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -80,7 +87,7 @@ public record ServerSettings(
                 range("--request-timeout", value(c.requestTimeout, 30_000L), 0, Long.MAX_VALUE),
                 range("--graceful-timeout", value(c.gracefulTimeout, 10_000L), 0, Long.MAX_VALUE),
                 !value(c.noWebsockets, false),
-                value(c.accessLog, false),
+                value(c.accessLog, false) || c.accessLogFormat != null,
                 value(c.logLevel, LogLevel.info),
                 workerCount(range("--workers", value(c.workers, 1), 0, 1024)),
                 // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
@@ -89,7 +96,12 @@ public record ServerSettings(
                 value(c.reload, false),
                 healthCheckPath(c.healthCheckPath),
                 metricsPort,
-                metricsHost);
+                metricsHost,
+                c.accessLogFormat == LogFormat.json,
+                trustedProxies(value(c.forwardedAllowIps, TrustedProxies.DEFAULT)),
+                value(c.requestId, false),
+                value(c.requestStartHeader, false),
+                value(c.traceContext, false));
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */
@@ -105,6 +117,14 @@ public record ServerSettings(
         return path;
     }
 
+    private static TrustedProxies trustedProxies(String list) {
+        try {
+            return TrustedProxies.parse(list);
+        } catch (IllegalArgumentException e) {
+            throw new UsageException("invalid value for option '--forwarded-allow-ips': " + e.getMessage());
+        }
+    }
+
     /**
      * Options whose feature is not built yet are refused by name rather than silently ignored: a user
      * who asks for HTTP/3 and gets HTTP/1.1 without a word would be misled.
@@ -114,7 +134,6 @@ public record ServerSettings(
         asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
-        asked.put("--forwarded-allow-ips", c.forwardedAllowIps != null);
         asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
         asked.put("--http3", Boolean.TRUE.equals(c.http3));
         asked.put("--quic-port", c.quicPort != null);
@@ -145,10 +164,6 @@ public record ServerSettings(
         asked.put("--compress", Boolean.TRUE.equals(c.compress));
         asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", Boolean.TRUE.equals(c.compressStatic));
-        asked.put("--access-log-format", c.accessLogFormat != null);
-        asked.put("--request-id", Boolean.TRUE.equals(c.requestId));
-        asked.put("--request-start-header", Boolean.TRUE.equals(c.requestStartHeader));
-        asked.put("--trace-context", Boolean.TRUE.equals(c.traceContext));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new UsageException(option.getKey() + " is not supported yet");
         }

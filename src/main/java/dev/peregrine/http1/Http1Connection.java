@@ -6,9 +6,9 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.ops.AccessLog;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.proxy.ForwardedHeaders;
 import dev.peregrine.server.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -21,6 +21,7 @@ import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -65,13 +66,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private long headStarted;
     private ScheduledFuture<?> timer;
     private boolean draining;
+    /** The peer and whether its forwarding headers are believed: fixed for the connection's life. */
+    private InetSocketAddress peer;
+    private boolean peerIsTrustedProxy;
 
     public Http1Connection(Http1Settings settings, Application application, Connections connections) {
         this.settings = settings;
         this.application = application;
         this.connections = connections;
         this.metrics = connections.metrics();
-        this.parser = new RequestHeadParser(settings.maxHeadSize());
+        this.parser = new RequestHeadParser(settings.maxHeadSize(), AddedHeaders.spareBytes(settings), AddedHeaders.spareHeaders(settings));
     }
 
     @Override
@@ -81,6 +85,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
+        peer = inet(ctx.channel().remoteAddress());
+        peerIsTrustedProxy = settings.trustedProxies().trustsPeerOf(ctx.channel());
         lastProgress = System.nanoTime();
         armTimer(tick());
         read();
@@ -185,11 +191,25 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             return false;
         }
         Exchange exchange = new Exchange(head);
+        if (peerIsTrustedProxy) exchange.useForwarded(ForwardedHeaders.resolve(head, settings.trustedProxies()));
+        if (settings.requestId()) exchange.requestIdHeader = AddedHeaders.requestId(head);
+        if (settings.requestStartHeader()) AddedHeaders.requestStart(head, headStartedMicros(), peerIsTrustedProxy);
         current = exchange;
         state = State.BODY;
         connections.requestStarted();
         application.dispatch(exchange);
         return true;
+    }
+
+    /** Wall-clock time when the first byte of the current head arrived, in microseconds since the epoch. */
+    private long headStartedMicros() {
+        Instant now = Instant.now();
+        long nowMicros = now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
+        return nowMicros - Math.max(0, (System.nanoTime() - headStarted) / 1000);
+    }
+
+    private static InetSocketAddress inet(SocketAddress address) {
+        return address instanceof InetSocketAddress inet ? inet : null;
     }
 
     /** Answers a request the server itself rejects, and closes: after a framing error nothing that follows can be trusted. */
@@ -235,7 +255,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         connections.requestEnded();
         metrics.requestFinished(exchange.method(), protocol(exchange.head), exchange.status, exchange.startNanos,
                 exchange.bodyReceived, exchange.bytesSent);
-        if (settings.accessLog()) AccessLog.log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
+        if (settings.accessLog() != null) settings.accessLog().log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
         if (current != exchange) return;
         current = null;
         if (!keepAlive || draining || !exchange.discardUnreadBody()) {
@@ -333,6 +353,11 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         private ResponseEncoder.Framing framing;
         private boolean keepAlive;
         private List<Runnable> writableTasks;
+        /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
+        private InetSocketAddress client = peer;
+        private String scheme = settings.scheme();
+        /** Index in the head of the X-Request-ID header echoed on the response, or -1. */
+        private int requestIdHeader = -1;
 
         Exchange(RequestHead head) {
             this.head = head;
@@ -342,13 +367,15 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
-        @Override public String scheme() { return settings.scheme(); }
-        @Override public InetSocketAddress remoteAddress() { return inet(ctx.channel().remoteAddress()); }
+        @Override public String scheme() { return scheme; }
+        @Override public InetSocketAddress remoteAddress() { return client; }
         @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
         @Override public boolean disconnected() { return cut; }
 
-        private static InetSocketAddress inet(SocketAddress address) {
-            return address instanceof InetSocketAddress inet ? inet : null;
+        void useForwarded(ForwardedHeaders.Origin origin) {
+            if (origin == null) return;
+            if (origin.client() != null) client = origin.client();
+            if (origin.scheme() != null) scheme = origin.scheme();
         }
 
         public String method() { return head.method(); }
@@ -511,7 +538,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
                 keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
                         && framing != ResponseEncoder.Framing.UNTIL_CLOSE && settings.keepAliveMillis() > 0;
-                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1);
+                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader);
                 headSent = true;
             } else {
                 out = null;

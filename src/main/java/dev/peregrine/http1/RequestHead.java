@@ -1,6 +1,7 @@
 package dev.peregrine.http1;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -8,13 +9,18 @@ import java.util.Objects;
  * holding the whole head, and offsets into it. Every {@code *Start} / {@code *Length} pair indexes into
  * {@link #bytes()}; header names there are already lower-cased.
  *
- * <p>Instances are created by {@link RequestHeadParser} only and are not modified afterwards.
+ * <p>Instances are created by {@link RequestHeadParser} only. Before the request is handed to the application,
+ * the connection may add headers of its own (X-Request-ID, X-Request-Start) or drop client headers it replaces;
+ * after that they are not modified. Added headers go into spare room the parser left at the end of the array,
+ * so that the adapters, which read names and values through the offsets, see them like any other header.
  */
 public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
 
     private static final int INTS_PER_HEADER = 4;
 
-    private final byte[] bytes;
+    private byte[] bytes;
+    /** Bytes of {@link #bytes} in use; the rest is room for added headers. */
+    private int used;
     private final String method;
     private final int targetStart;
     private final int targetLength;
@@ -24,20 +30,21 @@ public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
     private final int queryLength;
     private final boolean http11;
     /** Per header: name start, name length, value start, value length. */
-    private final int[] headerOffsets;
-    private final int headerCount;
+    private int[] headerOffsets;
+    private int headerCount;
     private final long contentLength;
     private final boolean chunked;
     private final boolean keepAlive;
     private final boolean expectContinue;
     private final boolean upgradeWebSocket;
 
-    RequestHead(byte[] bytes, String method,
+    RequestHead(byte[] bytes, int used, String method,
                 int targetStart, int targetLength, int pathStart, int pathLength, int queryStart, int queryLength,
                 boolean http11, int[] headerOffsets, int headerCount,
                 long contentLength, boolean chunked, boolean keepAlive, boolean expectContinue,
                 boolean upgradeWebSocket) {
         this.bytes = bytes;
+        this.used = used;
         this.method = method;
         this.targetStart = targetStart;
         this.targetLength = targetLength;
@@ -55,7 +62,10 @@ public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
         this.upgradeWebSocket = upgradeWebSocket;
     }
 
-    /** The head as received (request line and header lines, each ending in CRLF), names lower-cased. Not copied. */
+    /**
+     * The head as received (request line and header lines, each ending in CRLF), names lower-cased, followed by
+     * the values and names of headers the server added and possibly unused room. Not copied.
+     */
     public byte[] bytes() {
         return bytes;
     }
@@ -156,6 +166,38 @@ public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
             }
         }
         return null;
+    }
+
+    /**
+     * Adds a header and returns where in {@link #bytes()} the caller writes its {@code valueLength} bytes of
+     * value. Uses the room the parser reserved, and grows the arrays only when that is not enough.
+     */
+    int appendHeader(byte[] lowerCaseName, int valueLength) {
+        int need = used + lowerCaseName.length + valueLength;
+        if (need > bytes.length) bytes = Arrays.copyOf(bytes, need);
+        int slot = headerCount * INTS_PER_HEADER;
+        if (slot + INTS_PER_HEADER > headerOffsets.length) headerOffsets = Arrays.copyOf(headerOffsets, slot + INTS_PER_HEADER);
+        System.arraycopy(lowerCaseName, 0, bytes, used, lowerCaseName.length);
+        headerOffsets[slot] = used;
+        headerOffsets[slot + 1] = lowerCaseName.length;
+        headerOffsets[slot + 2] = used + lowerCaseName.length;
+        headerOffsets[slot + 3] = valueLength;
+        headerCount++;
+        used = need;
+        return need - valueLength;
+    }
+
+    /** Drops header {@code i}; the ones after it move down by one. */
+    void removeHeader(int i) {
+        int slot = slot(i);
+        System.arraycopy(headerOffsets, slot + INTS_PER_HEADER, headerOffsets, slot, (headerCount - 1 - i) * INTS_PER_HEADER);
+        headerCount--;
+    }
+
+    /** Whether header {@code i} has the given lower-case name. */
+    boolean nameIs(int i, byte[] lowerCaseName) {
+        int start = nameStart(i), length = nameLength(i);
+        return length == lowerCaseName.length && Arrays.equals(bytes, start, start + length, lowerCaseName, 0, length);
     }
 
     @Override

@@ -58,6 +58,8 @@ public final class RequestHeadParser {
     }
 
     private final int maxHeadSize;
+    private final int spareBytes;
+    private final int spareHeaders;
     private final HeadScanner scanner = new HeadScanner();
 
     // Per-request header semantics, reset by parseHead; fields rather than an object to stay allocation-light.
@@ -74,10 +76,20 @@ public final class RequestHeadParser {
     private boolean upgradeToWebSocket;
 
     public RequestHeadParser(int maxHeadSize) {
+        this(maxHeadSize, 0, 0);
+    }
+
+    /**
+     * {@code spareBytes} and {@code spareHeaders}: room left in every head for the headers the connection adds
+     * ({@link RequestHead#appendHeader}), so that adding them copies nothing.
+     */
+    public RequestHeadParser(int maxHeadSize, int spareBytes, int spareHeaders) {
         if (maxHeadSize <= 0) {
             throw new IllegalArgumentException("maxHeadSize must be positive: " + maxHeadSize);
         }
         this.maxHeadSize = maxHeadSize;
+        this.spareBytes = spareBytes;
+        this.spareHeaders = spareHeaders;
     }
 
     /**
@@ -97,9 +109,10 @@ public final class RequestHeadParser {
             int lineCount = scanner.lineCount;
             scanner.reset();
             // Keep the CRLF of the last header line, so every line in the copy ends the same way.
-            byte[] head = new byte[headEnd - 2 - headStart];
-            buf.getBytes(base + headStart, head);
-            RequestHead result = parseHead(head, lineCount);
+            int length = headEnd - 2 - headStart;
+            byte[] head = new byte[length + spareBytes];
+            buf.getBytes(base + headStart, head, 0, length);
+            RequestHead result = parseHead(head, length, lineCount);
             buf.readerIndex(base + headEnd);
             return result;
         } catch (HttpParseException e) {
@@ -108,8 +121,8 @@ public final class RequestHeadParser {
         }
     }
 
-    private RequestHead parseHead(byte[] h, int lineCount) {
-        int lineEnd = indexOf(h, CR, 0, h.length);
+    private RequestHead parseHead(byte[] h, int length, int lineCount) {
+        int lineEnd = indexOf(h, CR, 0, length);
 
         int methodEnd = 0;
         while (methodEnd < lineEnd && isTchar(h[methodEnd])) {
@@ -166,8 +179,8 @@ public final class RequestHeadParser {
             }
         }
 
-        int[] offsets = new int[(lineCount - 1) * 4];
-        int headerCount = parseHeaders(h, lineEnd + 2, offsets);
+        int[] offsets = new int[(lineCount - 1 + spareHeaders) * 4];
+        int headerCount = parseHeaders(h, lineEnd + 2, length, offsets);
 
         if (http11 && hostCount == 0) {
             throw bad("missing Host");
@@ -188,7 +201,7 @@ public final class RequestHeadParser {
         }
         boolean keepAlive = !connectionClose && (http11 || connectionKeepAlive);
         // RFC 9110 10.1.1 and 7.8: an HTTP/1.0 request's 100-continue and Upgrade are to be ignored.
-        return new RequestHead(h, method,
+        return new RequestHead(h, length, method,
                 targetStart, targetEnd - targetStart, pathStart, pathEnd - pathStart, queryStart, targetEnd - queryStart,
                 http11, offsets, headerCount,
                 contentLength, chunked, keepAlive, http11 && expectContinue,
@@ -251,7 +264,7 @@ public final class RequestHeadParser {
         throw new HttpParseException(505, "HTTP version not supported");
     }
 
-    private int parseHeaders(byte[] h, int from, int[] offsets) {
+    private int parseHeaders(byte[] h, int from, int end, int[] offsets) {
         hostCount = 0;
         contentLength = -1;
         transferEncodingCount = 0;
@@ -266,8 +279,8 @@ public final class RequestHeadParser {
 
         int count = 0;
         int lineStart = from;
-        while (lineStart < h.length) {
-            int lineEnd = indexOf(h, CR, lineStart, h.length);
+        while (lineStart < end) {
+            int lineEnd = indexOf(h, CR, lineStart, end);
             if (h[lineStart] == SP || h[lineStart] == HTAB) {
                 throw bad("obs-fold in header");
             }

@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
 import io.netty.buffer.ByteBuf;
@@ -27,6 +28,7 @@ final class ResponseEncoder {
     private static final byte[] CLOSE = "connection: close\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] KEEP_ALIVE = "connection: keep-alive\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] SERVER = "server: peregrine\r\n".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] REQUEST_ID = "x-request-id: ".getBytes(StandardCharsets.US_ASCII);
     private static final ByteBuf CONTINUE = Unpooled.unreleasableBuffer(
             Unpooled.directBuffer(25).writeBytes("HTTP/1.1 100 Continue\r\n\r\n".getBytes(StandardCharsets.US_ASCII))).asReadOnly();
 
@@ -132,8 +134,9 @@ final class ResponseEncoder {
         return request.http11() ? Framing.CHUNKED : Framing.UNTIL_CLOSE;
     }
 
+    /** {@code requestIdHeader}: the request header whose value goes out as X-Request-ID, or -1. */
     static ByteBuf head(ByteBufAllocator alloc, RequestHead request, ResponseHead response, Framing framing,
-                        boolean keepAlive, long completeSize) {
+                        boolean keepAlive, long completeSize, int requestIdHeader) {
         byte[] data = response.data();
         ByteBuf out = alloc.directBuffer(256 + data.length);
         out.writeBytes(STATUS_LINES[response.status()]);
@@ -141,6 +144,11 @@ final class ResponseEncoder {
             out.writeBytes(data, response.nameStart(i), response.nameLength(i));
             out.writeBytes(COLON_SPACE);
             out.writeBytes(data, response.valueStart(i), response.valueLength(i));
+            out.writeBytes(CRLF);
+        }
+        if (requestIdHeader >= 0 && !hasHeader(response, "x-request-id")) {
+            out.writeBytes(REQUEST_ID);
+            out.writeBytes(request.bytes(), request.valueStart(requestIdHeader), request.valueLength(requestIdHeader));
             out.writeBytes(CRLF);
         }
         if (!response.hasServer()) out.writeBytes(SERVER);
@@ -159,6 +167,15 @@ final class ResponseEncoder {
         }
         out.writeBytes(CRLF);
         return out;
+    }
+
+    /** Whether the application set the header itself; then its value stands. Only looked for when an option needs it. */
+    private static boolean hasHeader(ResponseHead response, String lowerCaseName) {
+        byte[] data = response.data();
+        for (int i = 0; i < response.count(); i++) {
+            if (HttpChars.equalsLowerCase(data, response.nameStart(i), response.nameLength(i), lowerCaseName)) return true;
+        }
+        return false;
     }
 
     /** The body length LENGTH framing lets through: the declared Content-Length, else the complete body's size. */

@@ -112,8 +112,7 @@ public final class PeregrineServer {
         }
 
         Connections connections = new Connections(settings.maxConnections(), metrics.recorder());
-        Http1Settings http1 = new Http1Settings(settings.maxHeaderSize(), settings.maxBody(), settings.keepAliveMillis(),
-                settings.requestTimeoutMillis(), settings.scheme(), settings.accessLog());
+        Http1Settings http1 = Http1Settings.from(settings);
         HealthCheck health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath(), application);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);

@@ -8,6 +8,8 @@ import dev.peregrine.python.InternTable;
 import dev.peregrine.python.InternedStrings;
 import dev.peregrine.python.Py;
 
+import io.netty.util.NetUtil;
+
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -100,7 +102,7 @@ final class EnvironBuilder {
         Py.dictSet(environ, kServerPort, constants.get(local == null ? "0" : Integer.toString(local.getPort())));
         InetSocketAddress remote = exchange.remoteAddress();
         if (remote != null) {
-            Py.dictSetSteal(environ, kRemoteAddr, Py.str(remote.getAddress().getHostAddress()));
+            Py.dictSetSteal(environ, kRemoteAddr, Py.str(NetUtil.toAddressString(remote.getAddress())));
             Py.dictSetSteal(environ, kRemotePort, Py.str(Integer.toString(remote.getPort())));
         }
         addHeaders(environ, head, bytes);

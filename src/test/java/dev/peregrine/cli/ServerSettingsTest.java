@@ -11,6 +11,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.OptionSpec;
 
+import java.net.InetAddress;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -56,7 +57,16 @@ class ServerSettingsTest {
                 () -> assertFalse(s.accessLog()),
                 () -> assertEquals(LogLevel.info, s.logLevel()),
                 () -> assertNull(s.metricsPort(), "metrics are off unless asked for"),
-                () -> assertEquals("127.0.0.1", s.metricsHost()));
+                () -> assertEquals("127.0.0.1", s.metricsHost()),
+
+                () -> assertFalse(s.accessLogJson()),
+                () -> assertFalse(s.requestId()),
+                () -> assertFalse(s.requestStartHeader()),
+                () -> assertFalse(s.traceContext()),
+                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1"))),
+                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("::1"))),
+                () -> assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("10.0.0.1"))),
+                () -> assertFalse(s.forwardedAllowIps().trustsEveryone()));
     }
 
     // ---- 6. defaults
@@ -131,7 +141,6 @@ class ServerSettingsTest {
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
-                arguments("--forwarded-allow-ips", "--forwarded-allow-ips 10.0.0.0/8"),
                 arguments("--http2-only", "--http2-only"),
                 arguments("--http3", "--http3"),
                 arguments("--quic-port", "--quic-port 8443"),
@@ -161,11 +170,7 @@ class ServerSettingsTest {
                 arguments("--cache-ttl-max", "--cache-ttl-max 300"),
                 arguments("--compress", "--compress"),
                 arguments("--compress-min-size", "--compress-min-size 1024"),
-                arguments("--compress-static", "--compress-static"),
-                arguments("--access-log-format", "--access-log-format json"),
-                arguments("--request-id", "--request-id"),
-                arguments("--request-start-header", "--request-start-header"),
-                arguments("--trace-context", "--trace-context"));
+                arguments("--compress-static", "--compress-static"));
     }
 
     @ParameterizedTest(name = "{1}")
@@ -192,6 +197,7 @@ class ServerSettingsTest {
             "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
+            "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
             "--workers", "--drain-delay", "--reload", "--health-check-path");
 
     @Test
@@ -245,6 +251,36 @@ class ServerSettingsTest {
         assertTrue(e.getMessage().contains("'--metrics-port'") && e.getMessage().contains("--port"), e.getMessage());
         assertEquals(9100, Cli.settings("--unix", "/tmp/p.sock", "--port", "9100", "--metrics-port", "9100", "main:app").metricsPort());
         assertEquals(0, Cli.settings("--port", "0", "--metrics-port", "0", "main:app").metricsPort());
+    }
+
+    // ---- 7b. proxies, request id, access log format
+
+    @Test
+    void operationsOptionsAreCarriedThrough() throws Exception {
+        ServerSettings s = Cli.settings("--forwarded-allow-ips", "10.0.0.0/8, unix", "--access-log-format", "json",
+                "--request-id", "--request-start-header", "--trace-context", "main:app");
+        assertTrue(s.accessLog(), "--access-log-format implies --access-log");
+        assertTrue(s.accessLogJson());
+        assertTrue(s.requestId());
+        assertTrue(s.requestStartHeader());
+        assertTrue(s.traceContext());
+        assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("10.200.3.4")));
+        assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1")), "the list replaces the default");
+    }
+
+    @Test
+    void textAccessLogFormatAlsoImpliesTheAccessLog() {
+        ServerSettings s = Cli.settings("--access-log-format", "text", "main:app");
+        assertTrue(s.accessLog());
+        assertFalse(s.accessLogJson());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"localhost", "10.0.0.0/33", "10.0.0.1/x", "::1/129", "1.2.3", "10.0.0.1,example.com", "unix:/tmp/s"})
+    void badForwardedAllowIpsIsOneUsageErrorNamingTheOption(String value) {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--forwarded-allow-ips", value, "main:app"));
+        assertTrue(e.getMessage().startsWith("invalid value for option '--forwarded-allow-ips': "), e.getMessage());
+        assertFalse(e.getMessage().contains("\n"), e.getMessage());
     }
 
     // ---- 8. target, scheme, root path
