@@ -418,3 +418,33 @@ def test_unit_stop_timeout_covers_the_drain(unit, unit_environment):
     needed = (milliseconds(settings, "PEREGRINE_DRAIN_DELAY") + milliseconds(settings, "PEREGRINE_GRACEFUL_TIMEOUT")
               + STOP_MARGIN_MS)
     assert int(timeout.group(1)) * 1000 >= needed
+
+
+def test_a_server_started_with_the_configmap_serves_probes_and_metrics(config, start_server):
+    """The ConfigMap's settings, given only as environment variables, run a real server: the probe
+    path answers, Prometheus can scrape, the access log is JSON on stdout, and SIGTERM fails the
+    probe while requests are still served. Ports and the drain delay are shrunk to fit a test."""
+    import signal as _signal
+
+    import httpx
+
+    from conftest import free_port, poll
+
+    env = dict(config)
+    port, metrics_port = free_port(), free_port()
+    env.update({"PEREGRINE_HOST": "127.0.0.1", "PEREGRINE_PORT": str(port), "PEREGRINE_METRICS_PORT": str(metrics_port),
+                "PEREGRINE_DRAIN_DELAY": "2000"})
+    server = start_server("workers_app:app", env=env, ready_port=port)
+    health = config["PEREGRINE_HEALTH_CHECK_PATH"]
+    workers = int(config["PEREGRINE_WORKERS"])
+    assert poll(lambda: "with %d workers" % workers in server.output(), timeout=60), server.output()[-3000:]
+    assert httpx.get(server.url + health, timeout=10).status_code == 200
+    assert httpx.get(server.url + "/pid", timeout=10).status_code == 200
+    scrape = httpx.get("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10)
+    assert scrape.status_code == 200 and "peregrine_requests_total" in scrape.text
+    assert poll(lambda: any(line.startswith("{") and json.loads(line).get("path") == "/pid"
+                            for line in server.output().splitlines()), timeout=10)
+    server.proc.send_signal(_signal.SIGTERM)
+    assert poll(lambda: httpx.get(server.url + health, timeout=5).status_code == 503, timeout=5)
+    assert httpx.get(server.url + "/pid", timeout=5).status_code == 200
+    assert server.wait_exit(60) == 0
