@@ -281,8 +281,10 @@ def test_three_sighups_under_load_refuse_reset_and_fail_nothing(start_server, ki
             assert poll(lambda: load.ok > served_before + 20, timeout=30)
     assert load.failures == [], load.failures[:10]
     assert load.ok > 100
+    # the last predecessors may still be finishing their drain
+    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=30), children(server.proc.pid)
     now = set(children(server.proc.pid))
-    assert len(now) == 2 and not (now & first), (first, now)
+    assert not (now & first), (first, now)
     # requests were answered by the first workers and by the last ones
     assert load.pids & first and load.pids & now
 

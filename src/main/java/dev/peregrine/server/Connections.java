@@ -25,9 +25,12 @@ public final class Connections {
         this.metrics = metrics;
     }
 
-    /** Registers a new connection; false when the server is full or draining (the caller closes it). */
+    /**
+     * Registers a new connection; false when the server is full (the caller closes it). A connection
+     * accepted just before the listener closed may only get here once the drain has begun: it is
+     * served (its response closes it), since closing it unanswered would fail its first request.
+     */
     public boolean admit(Channel channel) {
-        if (draining) return false;
         if (open.incrementAndGet() > maxConnections) {
             open.decrementAndGet();
             return false;
