@@ -4,6 +4,7 @@ Routes (both protocols):
   /pid            the process id of the worker that served the request
   /sleep?s=F      sleeps F seconds, then "slept"
   /crash          kills its own worker process with SIGKILL
+  /segfault       dereferences NULL in C (ctypes): a crash inside a C extension
   /seen           JSON list of the paths this worker's application was called with
   anything else   "hello from workers_app"
 
@@ -29,6 +30,10 @@ def _route(path, query):
         return 200, json.dumps(SEEN).encode()
     if path == "/crash":
         os.kill(os.getpid(), signal.SIGKILL)
+    if path == "/segfault":
+        import ctypes
+
+        ctypes.string_at(0)
     return 200, b"hello from workers_app"
 
 

@@ -97,6 +97,23 @@ def test_a_worker_crashing_inside_a_request_is_replaced(start_server):
         assert server.get("/").status_code == 200
 
 
+def test_a_segfault_in_a_c_extension_takes_down_only_its_worker(start_server):
+    from conftest import APPS_DIR
+
+    reports_before = set(APPS_DIR.glob("hs_err_pid*.log"))
+    server = start_server(TARGETS["wsgi"], "--workers", "2")
+    before = set(wait_workers(server, 2))
+    with server.raw() as c:
+        c.send(b"GET /segfault HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.expect_closed(timeout=30)
+    assert poll(lambda: "exited unexpectedly" in server.output(), timeout=30), server.output()[-3000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and set(children(server.proc.pid)) != before, timeout=60)
+    for _ in range(10):
+        assert server.get("/").status_code == 200
+    # the JVM's crash report goes to the temporary directory, not into the application's
+    assert set(APPS_DIR.glob("hs_err_pid*.log")) == reports_before
+
+
 def test_an_application_that_cannot_import_stops_the_server_with_its_traceback(start_server):
     # The supervisor listens before any worker imports the application, so the server is started
     # without waiting for it to accept, and must then exit on its own instead of restarting workers.
