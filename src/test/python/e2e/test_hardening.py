@@ -1,0 +1,99 @@
+"""Resource bounds under hostile load: many idle connections, and many clients that never read a large
+response. Figures are printed (pytest -s) for docs/HARDENING.md; assertions are about behaviour and
+memory, never about time."""
+
+import os
+import socket
+import time
+
+import httpx
+import pytest
+
+from conftest import free_port, poll
+from test_metrics import scrape
+
+pytestmark = pytest.mark.peregrine_only
+
+
+def tree_rss_kib(pid):
+    """Resident memory of a process and its descendants, in KiB."""
+    total = 0
+    pending = [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            with open("/proc/%d/status" % p) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                pending += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return total
+
+
+def test_ten_thousand_idle_connections_do_not_stop_a_new_client(start_server):
+    import resource
+
+    count = 10_000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < count + 200:
+        pytest.skip("needs %d file descriptors, the hard limit is %d" % (count + 200, hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, count + 200), hard))
+    metrics_port = free_port()
+    server = start_server("raw_asgi:app", "--max-connections", "12000", "--keep-alive", "120000",
+                          "--request-timeout", "120000", "--metrics-port", metrics_port)
+    idle = []
+    try:
+        for _ in range(count):
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+        assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") >= count, timeout=60), \
+            scrape(metrics_port)("peregrine_connections_active")
+        started = time.monotonic()
+        r = httpx.get(server.url + "/", timeout=30)
+        elapsed = time.monotonic() - started
+        assert r.status_code == 200 and r.content == b"hello, asgi"
+        print("\n%d idle connections held; a new client served in %.1f ms" % (count, elapsed * 1000))
+        # none of the idle ones was dropped to make room
+        assert scrape(metrics_port)("peregrine_connections_active") >= count
+    finally:
+        for s in idle:
+            s.close()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_clients_that_never_read_a_huge_response_leave_memory_bounded(start_server):
+    clients = 100
+    chunks, size = 16384, 65536  # 1 GiB each
+    server = start_server("raw_asgi:app")
+    server.get("/")  # warm
+    baseline = tree_rss_kib(server.proc.pid)
+    stalled = []
+    try:
+        for i in range(clients):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(("GET /big?id=stall%d&chunks=%d&size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (i, chunks, size)).encode())
+            stalled.append(s)
+        # every stalled response has started and stopped: its send() calls no longer return
+        def progress():
+            return [server.get("/result?id=stall%d" % i).json() for i in (0, clients - 1)]
+        assert poll(lambda: all(p and p.get("sent", 0) > 0 for p in progress()), timeout=60), progress()
+        time.sleep(2)
+        first = progress()
+        time.sleep(2)
+        assert progress() == first, "a response kept going although its client reads nothing"
+        peak = tree_rss_kib(server.proc.pid)
+        grown_mib = (peak - baseline) / 1024
+        print("\n%d clients stalling a 1 GiB response each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); %s of %d send() calls returned"
+              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0].get("sent"), chunks))
+        assert first[0]["sent"] < chunks // 100, "the application was not held back"
+        assert grown_mib < 256, "memory grew by %.0f MiB for %d stalled clients" % (grown_mib, clients)
+        # clients that do read are served meanwhile
+        r = httpx.get(server.url + "/big?id=reader&chunks=64&size=65536", timeout=60)
+        assert r.status_code == 200 and len(r.content) == 64 * 65536
+    finally:
+        for s in stalled:
+            s.close()
+    assert poll(lambda: server.get("/").status_code == 200, timeout=10)
