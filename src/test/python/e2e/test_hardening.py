@@ -97,3 +97,49 @@ def test_clients_that_never_read_a_huge_response_leave_memory_bounded(start_serv
         for s in stalled:
             s.close()
     assert poll(lambda: server.get("/").status_code == 200, timeout=10)
+
+
+HOSTILE = {
+    "non-ASCII in the target": (b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    "DEL in the target": (b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    "invalid percent-encoding": (b"GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    "truncated percent-encoding": (b"GET /a%2 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    "Content-Length beyond 64 bits": (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400),
+    "Content-Length of 2^63-1": (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775807\r\n\r\n", (400, 413)),
+    "negative Content-Length": (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400),
+    "a chunk extension of 20 KB": (b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;" + b"a" * 20000
+                                   + b"\r\nhello\r\n0\r\n\r\n", 400),
+    "2,000 trailer lines": (b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                            + b"X-T: 1\r\n" * 2000 + b"\r\n", 400),
+    "a request line of 40 KB": (b"GET /" + b"a" * 40000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", 431),
+    "a header of 40 KB": (b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 40000 + b"\r\n\r\n", 431),
+    "NUL in a header name": (b"GET / HTTP/1.1\r\nHost: a\r\nX-\x00: 1\r\n\r\n", 400),
+}
+
+
+# Errors in a chunked body are found after the head, when the ASGI application has already started
+# (it then gets http.disconnect); errors in the head never reach it.
+BODY_ERRORS = {"a chunk extension of 20 KB", "2,000 trailer lines"}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_bytes_are_refused_and_the_connection_closed(raw_servers, name):
+    data, expected = HOSTILE[name]
+    server = raw_servers("asgi")
+    seen_before = len(server.get("/seen").json())
+    with server.raw() as c:
+        c.send(data)
+        r = c.read_response(timeout=10)
+        assert r.status in (expected if isinstance(expected, tuple) else (expected,)), (name, r.status)
+        c.expect_closed(timeout=5)
+    if name not in BODY_ERRORS:
+        # refused with the head: the application never saw it (only the /seen request itself was added)
+        assert len(server.get("/seen").json()) == seen_before + 1
+
+
+def test_trailers_are_accepted_and_not_passed_as_headers(raw_servers):
+    server = raw_servers("asgi")
+    with server.raw() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        r = c.read_response(timeout=10)
+    assert r.status == 200 and r.body == b"hello"
