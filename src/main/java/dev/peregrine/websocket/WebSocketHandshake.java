@@ -72,10 +72,12 @@ final class WebSocketHandshake {
     static WebSocketServerExtension negotiateDeflate(HttpRequestHead head, int maxMessage) {
         String offered = header(head, "sec-websocket-extensions");
         if (offered == null) return null;
-        // Window bits the client asks for are granted; the server's own context may be dropped on request.
+        // The client's window and either side's no_context_takeover are granted. An offer that limits the
+        // server's window (server_max_window_bits) is declined: the JDK's Deflater only compresses with the
+        // full 15-bit window (Netty would need JZlib for smaller ones), and the client may offer another.
         // maxAllocation bounds what one inflated message may grow to, so a small compressed frame cannot exhaust memory.
         PerMessageDeflateServerExtensionHandshaker handshaker =
-                new PerMessageDeflateServerExtensionHandshaker(6, true, 15, true, false, maxMessage);
+                new PerMessageDeflateServerExtensionHandshaker(6, false, 15, true, false, maxMessage);
         List<WebSocketExtensionData> offers;
         try {
             offers = WebSocketExtensionUtil.extractExtensions(offered);
