@@ -237,7 +237,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         public void respond(ResponseHead response, ByteBuf body) {
-            upgrading = null;
+            // upgrading stays set: the WebSocket side learns of the close, and stops counting the request, in channelInactive.
             state = State.CLOSED;
             int size = body == null ? 0 : body.readableBytes();
             ResponseEncoder.Framing framing = ResponseEncoder.framing(head, response, size);
