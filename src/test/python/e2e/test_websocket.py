@@ -279,6 +279,23 @@ def test_unsupported_version_gets_426(ws_server):
     assert b"sec-websocket-version: 13" in data.lower()
 
 
+def test_frames_sent_with_the_handshake_are_read(ws_server):
+    # A client may send its first frames right behind the request, before it sees the 101.
+    sock = socket.create_connection(("127.0.0.1", ws_server.port), timeout=10)
+    sock.sendall(b"GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                 + WsRaw.frame(TEXT, b"early") + WsRaw.frame(BINARY, b"bird"))
+    data = b""
+    while not data.endswith(b"bird"):
+        chunk = sock.recv(65536)
+        assert chunk, "closed early: %r" % data
+        data += chunk
+    sock.close()
+    head, _, frames = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101 ")
+    assert frames == b"\x81\x05early\x82\x04bird"
+
+
 def test_bad_key_is_refused(ws_server):
     # A key that is not 16 bytes of base64: 400.
     sock = socket.create_connection(("127.0.0.1", ws_server.port), timeout=10)
@@ -576,6 +593,26 @@ def test_compression_offer_limiting_server_window_is_declined(start_server):
         ws.send(TEXT, _deflate(text), rsv1=True)
         fin, rsv1, opcode, payload = ws.recv_frame()
         assert rsv1 and _inflate(payload) == text
+
+
+def test_compressed_message_inflating_past_the_limit_closes_1009(start_server):
+    server = start_server("raw_ws:app", "--ws-compress", "--ws-max-message", "10000")
+    with WsRaw(server.port, headers=_offer()) as ws:
+        assert ws.header("sec-websocket-extensions").startswith("permessage-deflate")
+        ws.send(TEXT, _deflate(b"y" * 9000), rsv1=True)
+        fin, rsv1, opcode, payload = ws.recv_frame()
+        assert _inflate(payload) == b"y" * 9000
+        # 200 bytes on the wire, 200 KB once inflated.
+        ws.send(TEXT, _deflate(b"z" * 200_000), rsv1=True)
+        assert ws.expect_close()[0] == 1009
+
+
+@pytest.mark.peregrine_only
+def test_corrupt_compressed_data_closes_1007(start_server):
+    server = start_server("raw_ws:app", "--ws-compress")
+    with WsRaw(server.port, headers=_offer()) as ws:
+        ws.send(TEXT, b"\xff\xff\xff\xff\xff", rsv1=True)
+        assert ws.expect_close()[0] == 1007
 
 
 @pytest.mark.peregrine_only

@@ -11,6 +11,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelPipeline;
 import io.netty.handler.codec.TooLongFrameException;
+import io.netty.handler.codec.compression.DecompressionException;
 import io.netty.handler.codec.http.websocketx.BinaryWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.CloseWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.CorruptedWebSocketFrameException;
@@ -416,9 +417,23 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         } else if (cause instanceof TooLongFrameException) {
             sendClose(1009, "message too big", false);
             end(1009, "message too big");
+        } else if (decompressionFailure(cause) instanceof DecompressionException failure) {
+            // The inflater stops at --ws-max-message (its maxAllocation) with this same exception type.
+            boolean tooBig = failure.getMessage() != null && failure.getMessage().contains("maximum size");
+            int code = tooBig ? 1009 : 1007;
+            String reason = tooBig ? "message too big" : "invalid compressed data";
+            sendClose(code, reason, false);
+            end(code, reason);
         } else {
             ctx.close();
         }
+    }
+
+    private static Throwable decompressionFailure(Throwable cause) {
+        for (Throwable t = cause; t != null; t = t.getCause()) {
+            if (t instanceof DecompressionException) return t;
+        }
+        return null;
     }
 
     @Override
