@@ -423,6 +423,7 @@ def test_invalid_utf8_closes_1007(ws_server):
     pytest.param(WsRaw.frame(CLOSE, struct.pack("!H", 1005)), id="close-with-reserved-code"),
 ])
 def test_protocol_errors_close_1002(ws_server, frame):
+    ws_server.get("/reset")
     with WsRaw(ws_server.port) as ws:
         ws.sock.sendall(frame)
         try:
@@ -434,6 +435,9 @@ def test_protocol_errors_close_1002(ws_server, frame):
             return
         assert code == 1002
         ws.expect_eof()
+    if not REFERENCE:
+        # The application hears the code the server closed with.
+        assert poll(lambda: [c for c, _ in stats(ws_server)["disconnects"]]) == [1002]
 
 
 def test_ping_answered_with_pong(ws_server):
@@ -613,6 +617,10 @@ def test_corrupt_compressed_data_closes_1007(start_server):
     with WsRaw(server.port, headers=_offer()) as ws:
         ws.send(TEXT, b"\xff\xff\xff\xff\xff", rsv1=True)
         assert ws.expect_close()[0] == 1007
+        ws.expect_eof()
+    # The connection no longer counts as in flight: the server stops without waiting for it.
+    assert server.stop() == 0
+    assert "still in flight" not in server.output()
 
 
 @pytest.mark.peregrine_only

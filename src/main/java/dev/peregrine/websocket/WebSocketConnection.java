@@ -258,6 +258,11 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         pipeline.addLast("ws", this);
         ByteBuf early = http.switchProtocols(response);
         open = true;
+        // channelInactive may not get this far: a decoder that fails again while closing (the inflater
+        // after corrupt data) raises instead of passing it on. The close future always completes; its
+        // listener can run inside the write that closes, so lost() is deferred to let the code being
+        // handled there (a protocol error's, say) reach the application rather than 1006.
+        ctx.channel().closeFuture().addListener(closed -> ctx.executor().execute(this::lost));
         if (settings.pingIntervalMillis() > 0) {
             pingTimer = ctx.executor().scheduleAtFixedRate(this::ping, settings.pingIntervalMillis(), settings.pingIntervalMillis(),
                     TimeUnit.MILLISECONDS);
@@ -332,6 +337,8 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         int code = close.statusCode();
         String reason = code < 0 ? "" : close.reasonText();
         close.release();
+        // The application hears the peer's code before anything here can close the channel (which would report 1006).
+        end(code < 0 ? NO_STATUS : code, reason);
         if (!closeSent) {
             closeSent = true;
             // Echo the peer's code, as RFC 6455 5.5.1 suggests; then the TCP connection is ours to close.
@@ -340,7 +347,6 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         } else {
             ctx.close();
         }
-        end(code < 0 ? NO_STATUS : code, reason);
     }
 
     /** Sends our close frame; the connection ends when the peer answers, or after a grace period. */
@@ -360,8 +366,8 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     }
 
     private void drainClose() {
-        sendClose(1001, "server shutting down", true);
         end(1001, "server shutting down");
+        sendClose(1001, "server shutting down", true);
     }
 
     private void ping() {
@@ -376,8 +382,8 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     private void pingTimedOut() {
         pongDeadline = null;
         if (gone) return;
-        sendClose(1011, "keepalive ping timeout", false);
         end(1011, "keepalive ping timeout");
+        sendClose(1011, "keepalive ping timeout", false);
     }
 
     private void stopPings() {
@@ -415,15 +421,15 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
             closeSent = true;
             end(corrupted.closeStatus().code(), corrupted.closeStatus().reasonText());
         } else if (cause instanceof TooLongFrameException) {
-            sendClose(1009, "message too big", false);
             end(1009, "message too big");
+            sendClose(1009, "message too big", false);
         } else if (decompressionFailure(cause) instanceof DecompressionException failure) {
             // The inflater stops at --ws-max-message (its maxAllocation) with this same exception type.
             boolean tooBig = failure.getMessage() != null && failure.getMessage().contains("maximum size");
             int code = tooBig ? 1009 : 1007;
             String reason = tooBig ? "message too big" : "invalid compressed data";
-            sendClose(code, reason, false);
             end(code, reason);
+            sendClose(code, reason, false);
         } else {
             ctx.close();
         }
