@@ -137,6 +137,12 @@ async def fail_after_accept(scope, receive, send):
     raise RuntimeError("deliberate failure after accept")
 
 
+async def return_without_close(scope, receive, send):
+    await expect_connect(receive)
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": "bye"})
+
+
 async def slow(scope, receive, send):
     """Does not receive until GET /release; then counts every message and answers the count when told 'done'."""
     await expect_connect(receive)
@@ -190,6 +196,7 @@ ROUTES = {
     "/reject": reject,
     "/close": close_with_code,
     "/fail": fail_after_accept,
+    "/return": return_without_close,
     "/slow": slow,
     "/flood": flood,
     "/wait": wait_for_disconnect,

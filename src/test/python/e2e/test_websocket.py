@@ -491,6 +491,21 @@ def test_app_failure_after_accept_closes_1011(ws_server):
     with WsRaw(ws_server.port, "/fail") as ws:
         assert ws.status == 101
         assert ws.expect_close()[0] == 1011
+        ws.send_close(1011)
+        ws.expect_eof()
+
+
+@pytest.mark.peregrine_only  # uvicorn drops the connection of an application that returns without closing
+@needs_websockets
+def test_app_returning_closes_cleanly_with_websockets_library(ws_server):
+    from websockets.exceptions import ConnectionClosedOK
+
+    for path in ("/headers", "/return"):  # closing itself, and returning with the connection open
+        with ws_connect("ws://127.0.0.1:%d%s" % (ws_server.port, path)) as ws:
+            ws.recv()
+            with pytest.raises(ConnectionClosedOK) as closed:
+                ws.recv()
+            assert closed.value.rcvd.code == 1000
 
 
 # ---------------------------------------------------------------------------

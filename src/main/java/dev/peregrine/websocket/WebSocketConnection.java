@@ -174,7 +174,11 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         });
     }
 
-    /** The application ended without closing (1000) or by failing (1011): close, and do not wait for the peer. */
+    /**
+     * The application ended without closing (1000) or by failing (1011): close, waiting for the peer's
+     * answer as after any close (a client that sees the TCP connection end before it could answer may
+     * report an abnormal closure). Before the handshake was answered, the connection is dropped.
+     */
     public void finish(int code, WakeupBatch batch) {
         onLoop(batch, () -> {
             if (gone) return;
@@ -182,7 +186,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
                 httpContext.close();
                 return;
             }
-            sendClose(code, "", false);
+            sendClose(code, "", true);
         });
     }
 
