@@ -829,3 +829,11 @@ def test_thousand_concurrent_connections_echo(start_server):
     server = start_server("raw_ws:app")
     assert asyncio.run(_many(server.port, 1000)) == 1000
     assert poll(lambda: stats(server)["received"] == 1000)
+
+
+def test_echo_with_two_workers(start_server):
+    server = start_server("raw_ws:app", "--workers", "2")
+    for i in range(8):  # spread over both workers
+        with WsRaw(server.port) as ws:
+            ws.send_text("w%d" % i)
+            assert ws.recv_data() == (TEXT, b"w%d" % i)
