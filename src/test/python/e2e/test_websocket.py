@@ -837,3 +837,16 @@ def test_echo_with_two_workers(start_server):
         with WsRaw(server.port) as ws:
             ws.send_text("w%d" % i)
             assert ws.recv_data() == (TEXT, b"w%d" % i)
+
+
+@pytest.mark.peregrine_only
+def test_access_log_records_handshakes(start_server):
+    server = start_server("raw_ws:app", "--access-log")
+    with WsRaw(server.port, "/echo?x=1", headers=[("User-Agent", "ws-test")]) as ws:
+        assert ws.status == 101
+    with WsRaw(server.port, "/deny") as ws:
+        assert ws.status == 401
+    out = server.wait_for_output(lambda o: '"GET /deny HTTP/1.1" 401' in o)
+    assert out is not None, server.output()
+    assert '"GET /echo?x=1 HTTP/1.1" 101' in out
+    assert '"ws-test"' in out

@@ -222,7 +222,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             if (origin != null && origin.client() != null) client = origin.client();
             if (origin != null && origin.scheme() != null) scheme = origin.scheme();
         }
-        upgrading = new WebSocketConnection(new Upgrade(head), ctx, head, head.http11() ? "1.1" : "1.0", scheme, client,
+        upgrading = new WebSocketConnection(new Upgrade(head, client), ctx, head, head.http11() ? "1.1" : "1.0", scheme, client,
                 settings.webSocket(), connections);
         upgrading.begin(webSockets);
     }
@@ -230,9 +230,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** The HTTP side of a WebSocket handshake: the denial (or error) response, or the 101 and the hand-over. */
     private final class Upgrade implements HttpUpgrade {
         private final RequestHead head;
+        private final InetSocketAddress client;
 
-        Upgrade(RequestHead head) {
+        Upgrade(RequestHead head, InetSocketAddress client) {
             this.head = head;
+            this.client = client;
+        }
+
+        private void answered(int status, int bytes) {
+            metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, bytes);
+            if (settings.accessLog() != null) settings.accessLog().log(head, head.http11() ? "1.1" : "1.0", client, status, bytes, headStarted);
         }
 
         @Override
@@ -250,7 +257,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             }
             ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1);
             int sent = out.readableBytes() + (body == null ? 0 : body.readableBytes());
-            metrics.requestFinished(head.method(), protocol(head), response.status(), headStarted, 0, sent);
+            answered(response.status(), sent);
             if (body != null) ctx.write(out);
             ctx.writeAndFlush(body != null ? body : out).addListener(ChannelFutureListener.CLOSE);
         }
@@ -261,7 +268,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             state = State.CLOSED;
             if (timer != null) timer.cancel(false);
             ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1);
-            metrics.requestFinished(head.method(), protocol(head), 101, headStarted, 0, out.readableBytes());
+            answered(101, out.readableBytes());
             ctx.writeAndFlush(out);
             ByteBuf early = input;
             input = Unpooled.EMPTY_BUFFER;
