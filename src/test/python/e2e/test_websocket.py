@@ -242,6 +242,15 @@ def test_scope(ws_server):
     assert scope["asgi"]["version"] == "3.0"
 
 
+def test_scope_behind_a_trusted_proxy(ws_server):
+    # 127.0.0.1 is trusted by default: the scheme and client come from its headers.
+    headers = [("X-Forwarded-Proto", "https"), ("X-Forwarded-For", "203.0.113.7")]
+    with WsRaw(ws_server.port, "/scope", headers=headers) as ws:
+        scope = json.loads(ws.recv_data()[1])
+    assert scope["scheme"] == "wss"
+    assert scope["client"][0] == "203.0.113.7"
+
+
 def test_subprotocol_negotiation(ws_server):
     with WsRaw(ws_server.port, "/subprotocol", headers=[("Sec-WebSocket-Protocol", "chat.v1, chat.v2")]) as ws:
         assert ws.status == 101
@@ -279,6 +288,7 @@ def test_unsupported_version_gets_426(ws_server):
     assert b"sec-websocket-version: 13" in data.lower()
 
 
+@pytest.mark.peregrine_only  # uvicorn (h11 + websockets) loses frames that arrive with the request
 def test_frames_sent_with_the_handshake_are_read(ws_server):
     # A client may send its first frames right behind the request, before it sees the 101.
     sock = socket.create_connection(("127.0.0.1", ws_server.port), timeout=10)
