@@ -360,7 +360,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         stopPings();
         var written = ctx.writeAndFlush(new CloseWebSocketFrame(code, reason));
         if (waitForPeer) {
-            ctx.executor().schedule(() -> { ctx.close(); }, CLOSE_HANDSHAKE_MILLIS, TimeUnit.MILLISECONDS);
+            ctx.executor().schedule(() -> ctx.close(), CLOSE_HANDSHAKE_MILLIS, TimeUnit.MILLISECONDS);
             // The peer's close frame must be read even if the application stopped receiving.
             readPaused = false;
             ctx.read();
@@ -385,7 +385,9 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     /** A peer that does not answer a ping in time is taken for dead: close 1011 and drop the connection. */
     private void pingTimedOut() {
         pongDeadline = null;
-        if (gone) return;
+        // While reading is paused for a slow application the pong may be sitting unread behind the
+        // peer's messages: the peer is not judged then, and the next interval pings again.
+        if (gone || readPaused) return;
         end(1011, "keepalive ping timeout");
         sendClose(1011, "keepalive ping timeout", false);
     }
