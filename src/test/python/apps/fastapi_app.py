@@ -113,3 +113,10 @@ async def ws_echo(websocket: WebSocket, prefix: str = "echo"):
 @app.websocket("/ws/private")
 async def ws_private(websocket: WebSocket):
     await websocket.close(code=1008)
+
+
+@app.websocket("/ws/deny")
+async def ws_deny(websocket: WebSocket):
+    from starlette.responses import PlainTextResponse
+
+    await websocket.send_denial_response(PlainTextResponse("go away", status_code=451))

@@ -85,6 +85,7 @@ async def scope_report(scope, receive, send):
     report["has_state"] = isinstance(scope.get("state"), dict)
     report["asgi"] = scope["asgi"]
     report["has_method"] = "method" in scope
+    report["extensions"] = scope.get("extensions")
     await send({"type": "websocket.send", "text": json.dumps(report)})
     await send({"type": "websocket.close", "code": 1000})
 

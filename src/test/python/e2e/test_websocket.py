@@ -239,6 +239,7 @@ def test_scope(ws_server):
     assert scope["server"] == ["127.0.0.1", ws_server.port]
     assert scope["has_state"] is True
     assert scope["has_method"] is False
+    assert "websocket.http.response" in scope["extensions"]
     assert scope["asgi"]["version"] == "3.0"
 
 
@@ -797,6 +798,12 @@ def test_fastapi_echo_with_websockets_library(fastapi_server):
         for i in range(20):
             ws.send("m%d" % i)
             assert ws.recv() == "re: m%d" % i
+
+
+def test_fastapi_denial_response(fastapi_server):
+    with WsRaw(fastapi_server.port, "/ws/deny") as ws:
+        assert ws.status == 451
+        assert ws.rest_of_body() == b"go away"
 
 
 def test_fastapi_reject(fastapi_server):

@@ -35,6 +35,9 @@ final class ScopeBuilder {
     private final MemorySegment kType = Py.internedStr("type");
     private final MemorySegment kWebSocket = Py.internedStr("websocket");
     private final MemorySegment kSubprotocols = Py.internedStr("subprotocols");
+    private final MemorySegment kExtensions = Py.internedStr("extensions");
+    /** What a WebSocket scope advertises: the denial response, so that frameworks let applications send one. */
+    private final MemorySegment webSocketExtensions = Py.newDict();
     private final InternedStrings constants = new InternedStrings();
     private final InternTable headerNames = new InternTable(Py::bytes);
     private final byte[] rootPath;
@@ -51,6 +54,7 @@ final class ScopeBuilder {
         Py.dictSetSteal(template, Py.internedStr("type"), Py.internedStr("http"));
         Py.dictSetSteal(template, Py.internedStr("asgi"), asgi);
         Py.dictSetSteal(template, Py.internedStr("root_path"), Py.str(rootPath));
+        Py.dictSetSteal(webSocketExtensions, Py.internedStr("websocket.http.response"), Py.newDict());
     }
 
     /** The lifespan state, shallow-copied into every request's scope. */
@@ -73,6 +77,7 @@ final class ScopeBuilder {
         MemorySegment subprotocols = Py.newList(offered.size());
         for (int i = 0; i < offered.size(); i++) Py.listSetSteal(subprotocols, i, Py.str(offered.get(i)));
         Py.dictSetSteal(scope, kSubprotocols, subprotocols);
+        Py.dictSetSteal(scope, kExtensions, Py.dictCopy(webSocketExtensions));
         return scope;
     }
 
