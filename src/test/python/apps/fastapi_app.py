@@ -7,7 +7,7 @@ import threading
 from contextlib import asynccontextmanager
 from typing import List, Optional
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -91,3 +91,32 @@ async def client(request: Request):
         "request_id": request.headers.get("x-request-id"),
         "request_start": request.headers.get("x-request-start"),
     }
+
+
+@app.websocket("/ws/echo")
+async def ws_echo(websocket: WebSocket, prefix: str = "echo"):
+    """Text comes back prefixed, bytes as they came."""
+    await websocket.accept()
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") is not None:
+                await websocket.send_text(prefix + ": " + message["text"])
+            else:
+                await websocket.send_bytes(message["bytes"])
+    except WebSocketDisconnect:
+        pass
+
+
+@app.websocket("/ws/private")
+async def ws_private(websocket: WebSocket):
+    await websocket.close(code=1008)
+
+
+@app.websocket("/ws/deny")
+async def ws_deny(websocket: WebSocket):
+    from starlette.responses import PlainTextResponse
+
+    await websocket.send_denial_response(PlainTextResponse("go away", status_code=451))

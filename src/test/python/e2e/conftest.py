@@ -153,6 +153,21 @@ def reference_command(target, options, kind, port):
                 argv += ["--workers", val]
             elif opt == "--forwarded-allow-ips":
                 argv += ["--forwarded-allow-ips", val]
+            elif opt == "--ws-max-message":
+                argv += ["--ws-max-size", val]
+            elif opt == "--ws-max-queue":
+                argv += ["--ws-max-queue", val]
+            elif opt == "--ws-ping-interval":
+                argv += ["--ws-ping-interval", str(int(val) / 1000)]
+            elif opt == "--ws-ping-timeout":
+                argv += ["--ws-ping-timeout", str(int(val) / 1000)]
+            elif opt == "--no-websockets":
+                argv += ["--ws", "none"]
+        # The websockets implementation, whose permessage-deflate is on unless Peregrine's --ws-compress is off.
+        if "--no-websockets" not in dict(parsed):
+            argv += ["--ws", "websockets"]
+        if "--ws-compress" not in dict(parsed):
+            argv += ["--ws-per-message-deflate", "false"]
         if lifespan_off:
             argv[argv.index("auto")] = "off"
         argv.append(target)

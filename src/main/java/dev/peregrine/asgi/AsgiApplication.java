@@ -8,6 +8,8 @@ import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonException;
 import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.python.PythonRaise;
+import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.websocket.WebSocketConnection;
 import org.jboss.logging.Logger;
 
 import java.lang.foreign.MemorySegment;
@@ -71,7 +73,7 @@ public final class AsgiApplication implements ServedApplication {
         interpreter.define("asgi_send", args -> request(args.self()).send(args.get(0)));
         interpreter.define("asgi_done", args -> {
             MemorySegment error = args.get(1);
-            AsgiRequest request = requests.remove(Py.toLong(args.get(0)));
+            AsgiCall request = requests.remove(Py.toLong(args.get(0)));
             if (request != null) request.done(Py.isNone(error) ? null : Py.toJavaString(error));
             return null;
         });
@@ -160,8 +162,8 @@ public final class AsgiApplication implements ServedApplication {
         }
     }
 
-    private AsgiRequest request(MemorySegment cid) {
-        AsgiRequest request = requests.get(Py.toLong(cid));
+    private AsgiCall request(MemorySegment cid) {
+        AsgiCall request = requests.get(Py.toLong(cid));
         if (request == null) throw new PythonRaise(Py.ExcRuntimeError, "this ASGI request has already ended");
         return request;
     }
@@ -176,6 +178,18 @@ public final class AsgiApplication implements ServedApplication {
         wakeup.post(() -> begin(request, ready));
     }
 
+    @Override
+    public WebSocketApplication webSockets() {
+        return this::dispatchWebSocket;
+    }
+
+    private void dispatchWebSocket(WebSocketConnection connection) {
+        AsgiWebSocket socket = new AsgiWebSocket(this, connection);
+        connection.start(socket);
+        long ready = metrics.clock();
+        wakeup.post(() -> begin(socket, ready));
+    }
+
     void post(Runnable task) {
         wakeup.post(task);
     }
@@ -186,10 +200,10 @@ public final class AsgiApplication implements ServedApplication {
      * Starts the application on a request: {@code receive} and {@code send} are built-ins bound to
      * the request's number, so the application's calls reach Java with no Python frame in between.
      */
-    private void begin(AsgiRequest request, long readyNanos) {
+    private void begin(AsgiCall request, long readyNanos) {
         metrics.pythonStarted(readyNanos);
         long cid = requests.add(request);
-        MemorySegment scope = scopes.build(request.exchange());
+        MemorySegment scope = request.scope(scopes);
         MemorySegment id = Py.integer(cid);
         MemorySegment receive = interpreter.bind("asgi_receive", id);
         MemorySegment send = interpreter.bind("asgi_send", id);

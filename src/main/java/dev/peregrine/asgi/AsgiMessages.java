@@ -16,10 +16,27 @@ final class AsgiMessages {
     final MemorySegment httpRequest = Py.internedStr("http.request");
     final MemorySegment httpDisconnect = Py.internedStr("http.disconnect");
     final MemorySegment emptyBytes = Py.bytes(new byte[0]);
+    final MemorySegment text = Py.internedStr("text");
+    final MemorySegment bytes = Py.internedStr("bytes");
+    final MemorySegment code = Py.internedStr("code");
+    final MemorySegment reason = Py.internedStr("reason");
+    final MemorySegment subprotocol = Py.internedStr("subprotocol");
+    final MemorySegment wsConnect = Py.internedStr("websocket.connect");
+    final MemorySegment wsReceive = Py.internedStr("websocket.receive");
+    final MemorySegment wsDisconnect = Py.internedStr("websocket.disconnect");
 
     private static final Arena CONSTANTS = Arena.global();
     static final MemorySegment RESPONSE_START = CONSTANTS.allocateFrom("http.response.start", StandardCharsets.US_ASCII).asSlice(0, 19);
     static final MemorySegment RESPONSE_BODY = CONSTANTS.allocateFrom("http.response.body", StandardCharsets.US_ASCII).asSlice(0, 18);
+    static final MemorySegment WS_ACCEPT = constant("websocket.accept");
+    static final MemorySegment WS_SEND = constant("websocket.send");
+    static final MemorySegment WS_CLOSE = constant("websocket.close");
+    static final MemorySegment WS_RESPONSE_START = constant("websocket.http.response.start");
+    static final MemorySegment WS_RESPONSE_BODY = constant("websocket.http.response.body");
+
+    private static MemorySegment constant(String text) {
+        return CONSTANTS.allocateFrom(text, StandardCharsets.US_ASCII).asSlice(0, text.length());
+    }
 
     /** Whether a str's UTF-8 contents equal a constant. */
     static boolean is(MemorySegment text, MemorySegment constant) {
@@ -32,6 +49,28 @@ final class AsgiMessages {
         Py.dictSet(message, type, httpRequest);
         Py.dictSetSteal(message, body, bodyBytes);
         Py.dictSet(message, moreBody, more ? Py.True : Py.False);
+        return message;
+    }
+
+    MemorySegment webSocketConnect() {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, wsConnect);
+        return message;
+    }
+
+    /** {"type": "websocket.receive", "text" or "bytes": data}; steals data. */
+    MemorySegment webSocketReceive(MemorySegment data, boolean isText) {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, wsReceive);
+        Py.dictSetSteal(message, isText ? text : bytes, data);
+        return message;
+    }
+
+    MemorySegment webSocketDisconnect(int closeCode, String closeReason) {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, wsDisconnect);
+        Py.dictSetSteal(message, code, Py.integer(closeCode));
+        Py.dictSetSteal(message, reason, Py.str(closeReason));
         return message;
     }
 

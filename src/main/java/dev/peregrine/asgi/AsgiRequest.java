@@ -18,7 +18,7 @@ import java.util.ArrayDeque;
  * on, and the response it is sending. The {@link BodyReceiver} methods run on the I/O thread and only
  * post; everything else runs on the Python thread.
  */
-final class AsgiRequest implements BodyReceiver {
+final class AsgiRequest implements BodyReceiver, AsgiCall {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final AsgiApplication owner;
@@ -43,7 +43,13 @@ final class AsgiRequest implements BodyReceiver {
 
     HttpExchange exchange() { return exchange; }
 
-    void holdTask(MemorySegment task) {
+    @Override
+    public MemorySegment scope(ScopeBuilder scopes) {
+        return scopes.build(exchange);
+    }
+
+    @Override
+    public void holdTask(MemorySegment task) {
         if (ended) Py.decRef(task);
         else this.task = task;
     }
@@ -84,7 +90,8 @@ final class AsgiRequest implements BodyReceiver {
     // ---- Python thread ----
 
     /** {@code receive()}: a future holding the next message, already done when there is one. */
-    MemorySegment receive() {
+    @Override
+    public MemorySegment receive() {
         MemorySegment message = nextMessage();
         if (message != null) return owner.completedFuture(message);
         if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
@@ -137,7 +144,8 @@ final class AsgiRequest implements BodyReceiver {
     }
 
     /** {@code send(message)}: a future to await, already done unless the client must drain first (backpressure). */
-    MemorySegment send(MemorySegment message) {
+    @Override
+    public MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
         if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
         MemorySegment typeObject = Py.dictGet(message, m.type);
@@ -184,7 +192,7 @@ final class AsgiRequest implements BodyReceiver {
                 + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
     }
 
-    private static String typeName(MemorySegment object) {
+    static String typeName(MemorySegment object) {
         MemorySegment type = Py.typeOf(object);
         MemorySegment name = Py.getAttr(type, "__name__");
         String text = Py.toJavaString(name);
@@ -192,7 +200,8 @@ final class AsgiRequest implements BodyReceiver {
         return text;
     }
 
-    private static ResponseHead responseHead(MemorySegment message, AsgiMessages m) {
+    /** The status and headers of an 'http.response.start' (or 'websocket.http.response.start') message. */
+    static ResponseHead responseHead(MemorySegment message, AsgiMessages m) {
         MemorySegment statusObject = Py.dictGet(message, m.status);
         if (statusObject == null || !Py.isInstance(statusObject, Py.LongType)) {
             throw new PythonRaise(Py.ExcTypeError, "'status' of 'http.response.start' must be an int");
@@ -203,8 +212,13 @@ final class AsgiRequest implements BodyReceiver {
         } catch (IllegalArgumentException e) {
             throw new PythonRaise(Py.ExcValueError, e.getMessage());
         }
-        MemorySegment headers = Py.dictGet(message, m.headers);
-        if (headers == null || Py.isNone(headers)) return head;
+        addHeaders(head, Py.dictGet(message, m.headers));
+        return head;
+    }
+
+    /** Adds the application's headers (an iterable of pairs, or null/None for none) to {@code head}. */
+    static void addHeaders(ResponseHead head, MemorySegment headers) {
+        if (headers == null || Py.isNone(headers)) return;
         MemorySegment list = Py.sequenceFast(headers, HEADERS_ERROR);
         try {
             for (long i = 0, n = Py.fastSize(list); i < n; i++) {
@@ -219,7 +233,6 @@ final class AsgiRequest implements BodyReceiver {
         } finally {
             Py.decRef(list);
         }
-        return head;
     }
 
     private static final MemorySegment HEADERS_ERROR = java.lang.foreign.Arena.global().allocateFrom("'headers' must be an iterable of pairs");
@@ -231,7 +244,8 @@ final class AsgiRequest implements BodyReceiver {
     }
 
     /** The application returned (error null), failed (its traceback), or was cancelled (""). */
-    void done(String error) {
+    @Override
+    public void done(String error) {
         ended = true;
         if (error != null && !error.isEmpty()) {
             LOG.error("Exception in ASGI application\n" + error.stripTrailing());

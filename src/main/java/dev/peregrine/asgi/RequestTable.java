@@ -3,7 +3,7 @@ package dev.peregrine.asgi;
 import java.util.Arrays;
 
 /**
- * The requests the application is running, by the number Python code holds for each. A number
+ * The requests and WebSocket connections the application is running, by the number Python code holds for each. A number
  * carries a generation, so a number kept past its request's end (a stray background task calling
  * send) finds nothing rather than a later request in the same slot. Used on the Python thread only.
  */
@@ -11,13 +11,13 @@ final class RequestTable {
     private static final int INDEX_BITS = 24;
     private static final long INDEX_MASK = (1L << INDEX_BITS) - 1;
 
-    private AsgiRequest[] slots = new AsgiRequest[256];
+    private AsgiCall[] slots = new AsgiCall[256];
     private long[] generations = new long[256];
     private int[] free = new int[256];
     private int freeCount;
     private int used;
 
-    long add(AsgiRequest request) {
+    long add(AsgiCall request) {
         int index;
         if (freeCount > 0) {
             index = free[--freeCount];
@@ -30,14 +30,14 @@ final class RequestTable {
         return generation << INDEX_BITS | index;
     }
 
-    AsgiRequest get(long id) {
+    AsgiCall get(long id) {
         int index = (int) (id & INDEX_MASK);
         if (index >= used || generations[index] != id >>> INDEX_BITS) return null;
         return slots[index];
     }
 
-    AsgiRequest remove(long id) {
-        AsgiRequest request = get(id);
+    AsgiCall remove(long id) {
+        AsgiCall request = get(id);
         if (request == null) return null;
         int index = (int) (id & INDEX_MASK);
         slots[index] = null;

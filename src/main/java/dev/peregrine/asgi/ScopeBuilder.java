@@ -9,7 +9,10 @@ import dev.peregrine.python.Py;
 
 import io.netty.util.NetUtil;
 
+import dev.peregrine.websocket.WebSocketConnection;
+
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 
@@ -29,6 +32,12 @@ final class ScopeBuilder {
     private final MemorySegment kClient = Py.internedStr("client");
     private final MemorySegment kServer = Py.internedStr("server");
     private final MemorySegment kState = Py.internedStr("state");
+    private final MemorySegment kType = Py.internedStr("type");
+    private final MemorySegment kWebSocket = Py.internedStr("websocket");
+    private final MemorySegment kSubprotocols = Py.internedStr("subprotocols");
+    private final MemorySegment kExtensions = Py.internedStr("extensions");
+    /** What a WebSocket scope advertises: the denial response, so that frameworks let applications send one. */
+    private final MemorySegment webSocketExtensions = Py.newDict();
     private final InternedStrings constants = new InternedStrings();
     private final InternTable headerNames = new InternTable(Py::bytes);
     private final byte[] rootPath;
@@ -45,6 +54,7 @@ final class ScopeBuilder {
         Py.dictSetSteal(template, Py.internedStr("type"), Py.internedStr("http"));
         Py.dictSetSteal(template, Py.internedStr("asgi"), asgi);
         Py.dictSetSteal(template, Py.internedStr("root_path"), Py.str(rootPath));
+        Py.dictSetSteal(webSocketExtensions, Py.internedStr("websocket.http.response"), Py.newDict());
     }
 
     /** The lifespan state, shallow-copied into every request's scope. */
@@ -53,12 +63,29 @@ final class ScopeBuilder {
     }
 
     MemorySegment build(HttpExchange exchange) {
-        HttpRequestHead head = exchange.head();
+        MemorySegment scope = common(exchange.head(), exchange.httpVersion(), exchange.scheme(), exchange.remoteAddress(), exchange.localAddress());
+        Py.dictSet(scope, kMethod, constants.get(exchange.head().method()));
+        return scope;
+    }
+
+    /** The scope of a WebSocket connection: no method, a ws/wss scheme, and the subprotocols the client offers. */
+    MemorySegment buildWebSocket(WebSocketConnection connection) {
+        MemorySegment scope = common(connection.head(), connection.httpVersion(), connection.scheme(), connection.remoteAddress(),
+                connection.localAddress());
+        Py.dictSet(scope, kType, kWebSocket);
+        List<String> offered = connection.subprotocols();
+        MemorySegment subprotocols = Py.newList(offered.size());
+        for (int i = 0; i < offered.size(); i++) Py.listSetSteal(subprotocols, i, Py.str(offered.get(i)));
+        Py.dictSetSteal(scope, kSubprotocols, subprotocols);
+        Py.dictSetSteal(scope, kExtensions, Py.dictCopy(webSocketExtensions));
+        return scope;
+    }
+
+    private MemorySegment common(HttpRequestHead head, String httpVersion, String scheme, InetSocketAddress client, InetSocketAddress local) {
         byte[] bytes = head.bytes();
         MemorySegment scope = Py.dictCopy(template);
-        Py.dictSet(scope, kHttpVersion, constants.get(exchange.httpVersion()));
-        Py.dictSet(scope, kMethod, constants.get(head.method()));
-        Py.dictSet(scope, kScheme, constants.get(exchange.scheme()));
+        Py.dictSet(scope, kHttpVersion, constants.get(httpVersion));
+        Py.dictSet(scope, kScheme, constants.get(scheme));
 
         int pathStart = head.pathStart(), pathLength = head.pathLength();
         byte[] decoded = PercentDecoder.decode(bytes, pathStart, pathLength);
@@ -81,9 +108,8 @@ final class ScopeBuilder {
         }
         Py.dictSetSteal(scope, kHeaders, headers);
 
-        InetSocketAddress client = exchange.remoteAddress();
         Py.dictSetSteal(scope, kClient, client == null ? Py.newRef(Py.None) : address(client));
-        Py.dictSet(scope, kServer, server(exchange.localAddress()));
+        Py.dictSet(scope, kServer, server(local));
         Py.dictSetSteal(scope, kState, state == null ? Py.newDict() : Py.dictCopy(state));
         return scope;
     }

@@ -47,7 +47,13 @@ public record ServerSettings(
         TrustedProxies forwardedAllowIps,
         boolean requestId,
         boolean requestStartHeader,
-        boolean traceContext) {
+        boolean traceContext,
+        int wsMaxMessage,
+        long wsPingIntervalMillis,
+        long wsPingTimeoutMillis,
+        int wsMaxQueue,
+        long wsMaxQueueBytes,
+        boolean wsCompress) {
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
@@ -101,7 +107,13 @@ public record ServerSettings(
                 trustedProxies(value(c.forwardedAllowIps, TrustedProxies.DEFAULT)),
                 value(c.requestId, false),
                 value(c.requestStartHeader, false),
-                value(c.traceContext, false));
+                value(c.traceContext, false),
+                (int) range("--ws-max-message", value(c.wsMaxMessage, 16L * 1024 * 1024), 1, Integer.MAX_VALUE - 8),
+                range("--ws-ping-interval", value(c.wsPingInterval, 20_000L), 0, Long.MAX_VALUE),
+                range("--ws-ping-timeout", value(c.wsPingTimeout, 20_000L), 0, Long.MAX_VALUE),
+                range("--ws-max-queue", value(c.wsMaxQueue, 32), 1, Integer.MAX_VALUE),
+                range("--ws-max-queue-bytes", value(c.wsMaxQueueBytes, 4L * 1024 * 1024), 1, Long.MAX_VALUE),
+                value(c.wsCompress, false));
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */
@@ -137,12 +149,6 @@ public record ServerSettings(
         asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
         asked.put("--http3", Boolean.TRUE.equals(c.http3));
         asked.put("--quic-port", c.quicPort != null);
-        asked.put("--ws-max-message", c.wsMaxMessage != null);
-        asked.put("--ws-ping-interval", c.wsPingInterval != null);
-        asked.put("--ws-ping-timeout", c.wsPingTimeout != null);
-        asked.put("--ws-max-queue", c.wsMaxQueue != null);
-        asked.put("--ws-max-queue-bytes", c.wsMaxQueueBytes != null);
-        asked.put("--ws-compress", Boolean.TRUE.equals(c.wsCompress));
         asked.put("--tls-cert", !c.tlsCert.isEmpty());
         asked.put("--tls-key", !c.tlsKey.isEmpty());
         asked.put("--tls-ciphers", c.tlsCiphers != null);

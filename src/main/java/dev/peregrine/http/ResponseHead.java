@@ -65,6 +65,14 @@ public final class ResponseHead {
         record(nameStart, nameLength, valueStart, valueLength);
     }
 
+    /** Adds every header of {@code other}, in order. */
+    public void addAll(ResponseHead other) {
+        MemorySegment source = MemorySegment.ofArray(other.data);
+        for (int i = 0; i < other.count; i++) {
+            add(source.asSlice(other.nameStart(i), other.nameLength(i)), source.asSlice(other.valueStart(i), other.valueLength(i)));
+        }
+    }
+
     /** Adds a header from Java strings (ISO-8859-1). */
     public void add(String name, String value) {
         byte[] n = name.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);

@@ -10,6 +10,9 @@ import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.proxy.ForwardedHeaders;
 import dev.peregrine.server.Connections;
+import dev.peregrine.websocket.HttpUpgrade;
+import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
@@ -47,7 +50,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** How long a connection must have been idle for a drain to close it without waiting for its next request. */
     private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
-    private enum State { HEAD, BODY, RESPONDING, CLOSED }
+    /** UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile. */
+    private enum State { HEAD, BODY, RESPONDING, UPGRADING, CLOSED }
 
     private final Http1Settings settings;
     private final Application application;
@@ -61,6 +65,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private ByteBuf input = Unpooled.EMPTY_BUFFER;
     private State state = State.HEAD;
     private Exchange current;
+    private WebSocketConnection upgrading;
     private boolean readPending;
     private long lastProgress;
     private long headStarted;
@@ -120,6 +125,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         Exchange exchange = current;
         current = null;
         if (exchange != null) exchange.cut();
+        if (upgrading != null) upgrading.httpClosed();
         ctx.fireChannelInactive();
     }
 
@@ -186,8 +192,13 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             return false;
         }
         if (head.upgradeWebSocket()) {
-            // The WebSocket transport is not built yet: refuse the upgrade rather than serve it as plain HTTP.
-            refuse(501, "WebSocket is not supported", head);
+            WebSocketApplication webSockets = settings.webSocket() == null ? null : application.webSockets();
+            if (webSockets == null) {
+                // WSGI or --no-websockets: refuse the upgrade rather than serve it as plain HTTP.
+                refuse(501, "WebSocket is not supported", head);
+            } else {
+                upgrade(head, webSockets);
+            }
             return false;
         }
         Exchange exchange = new Exchange(head);
@@ -199,6 +210,71 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         connections.requestStarted();
         application.dispatch(exchange);
         return true;
+    }
+
+    /** Hands a WebSocket handshake to the application; the connection stays here until it accepts or denies. */
+    private void upgrade(RequestHead head, WebSocketApplication webSockets) {
+        state = State.UPGRADING;
+        InetSocketAddress client = peer;
+        String scheme = settings.scheme();
+        if (peerIsTrustedProxy) {
+            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
+            if (origin != null && origin.client() != null) client = origin.client();
+            if (origin != null && origin.scheme() != null) scheme = origin.scheme();
+        }
+        upgrading = new WebSocketConnection(new Upgrade(head, client), ctx, head, head.http11() ? "1.1" : "1.0", scheme, client,
+                settings.webSocket(), connections);
+        upgrading.begin(webSockets);
+    }
+
+    /** The HTTP side of a WebSocket handshake: the denial (or error) response, or the 101 and the hand-over. */
+    private final class Upgrade implements HttpUpgrade {
+        private final RequestHead head;
+        private final InetSocketAddress client;
+
+        Upgrade(RequestHead head, InetSocketAddress client) {
+            this.head = head;
+            this.client = client;
+        }
+
+        private void answered(int status, int bytes) {
+            metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, bytes);
+            if (settings.accessLog() != null) settings.accessLog().log(head, head.http11() ? "1.1" : "1.0", client, status, bytes, headStarted);
+        }
+
+        @Override
+        public void respond(ResponseHead response, ByteBuf body) {
+            // upgrading stays set: the WebSocket side learns of the close, and stops counting the request, in channelInactive.
+            state = State.CLOSED;
+            int size = body == null ? 0 : body.readableBytes();
+            ResponseEncoder.Framing framing = ResponseEncoder.framing(head, response, size);
+            long length = ResponseEncoder.declaredLength(response, size);
+            if (body != null && (framing == ResponseEncoder.Framing.NONE || size == 0)) {
+                body.release();
+                body = null;
+            } else if (body != null && size > length) {
+                body.writerIndex(body.readerIndex() + (int) length);
+            }
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1);
+            int sent = out.readableBytes() + (body == null ? 0 : body.readableBytes());
+            answered(response.status(), sent);
+            if (body != null) ctx.write(out);
+            ctx.writeAndFlush(body != null ? body : out).addListener(ChannelFutureListener.CLOSE);
+        }
+
+        @Override
+        public ByteBuf switchProtocols(ResponseHead response) {
+            upgrading = null;
+            state = State.CLOSED;
+            if (timer != null) timer.cancel(false);
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1);
+            answered(101, out.readableBytes());
+            ctx.writeAndFlush(out);
+            ByteBuf early = input;
+            input = Unpooled.EMPTY_BUFFER;
+            ctx.pipeline().remove(Http1Connection.this);
+            return early;
+        }
     }
 
     /** Wall-clock time when the first byte of the current head arrived, in microseconds since the epoch. */

@@ -3,10 +3,11 @@ package dev.peregrine.http1;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.ops.AccessLog;
 import dev.peregrine.proxy.TrustedProxies;
+import dev.peregrine.websocket.WebSocketSettings;
 
 /**
  * What an HTTP/1.1 connection needs to know of the server's configuration. {@code accessLog} is null when
- * requests are not logged.
+ * requests are not logged, {@code webSocket} when upgrades are refused (--no-websockets).
  */
 public record Http1Settings(
         int maxHeadSize,
@@ -17,11 +18,13 @@ public record Http1Settings(
         AccessLog accessLog,
         TrustedProxies trustedProxies,
         boolean requestId,
-        boolean requestStartHeader) {
+        boolean requestStartHeader,
+        WebSocketSettings webSocket) {
 
     public static Http1Settings from(ServerSettings s) {
         AccessLog accessLog = s.accessLog() ? new AccessLog(s.accessLogJson(), s.requestId(), s.traceContext()) : null;
         return new Http1Settings(s.maxHeaderSize(), s.maxBody(), s.keepAliveMillis(), s.requestTimeoutMillis(), s.scheme(),
-                accessLog, s.forwardedAllowIps(), s.requestId(), s.requestStartHeader());
+                accessLog, s.forwardedAllowIps(), s.requestId(), s.requestStartHeader(),
+                WebSocketSettings.from(s));
     }
 }

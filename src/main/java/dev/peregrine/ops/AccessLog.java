@@ -46,14 +46,23 @@ public final class AccessLog {
     }
 
     public void log(HttpExchange exchange, int status, long bytes, long startNanos) {
+        log(exchange.head(), exchange.httpVersion(), exchange.remoteAddress(), status, bytes, startNanos);
+    }
+
+    /** For a request that is no exchange: a WebSocket handshake, logged when it is answered (101, or refused). */
+    public void log(HttpRequestHead head, String httpVersion, InetSocketAddress client, int status, long bytes, long startNanos) {
         if (!LOG.isInfoEnabled()) return;
         long elapsedNanos = System.nanoTime() - startNanos;
-        LOG.info(format(exchange, status, bytes, elapsedNanos, System.currentTimeMillis()));
+        LOG.info(format(head, httpVersion, client, status, bytes, elapsedNanos, System.currentTimeMillis()));
+    }
+
+    String format(HttpExchange exchange, int status, long bytes, long elapsedNanos, long epochMillis) {
+        return format(exchange.head(), exchange.httpVersion(), exchange.remoteAddress(), status, bytes, elapsedNanos, epochMillis);
     }
 
     /** The line for one request; {@code epochMillis} is when it finished. */
-    String format(HttpExchange exchange, int status, long bytes, long elapsedNanos, long epochMillis) {
-        HttpRequestHead head = exchange.head();
+    String format(HttpRequestHead head, String httpVersion, InetSocketAddress client, int status, long bytes, long elapsedNanos,
+                  long epochMillis) {
         byte[] data = head.bytes();
         int userAgent = -1, id = -1, trace = -1, traces = 0;
         for (int i = 0; i < head.headerCount(); i++) {
@@ -69,14 +78,13 @@ public final class AccessLog {
         }
         // Two traceparent headers leave the trace ambiguous: the specification asks to treat that as none.
         if (traces != 1 || !TraceParent.valid(data, head.valueStart(trace), head.valueLength(trace))) trace = -1;
-        InetSocketAddress client = exchange.remoteAddress();
         StringBuilder line = new StringBuilder(256);
         return json
-                ? json(line, exchange, head, data, client, status, bytes, elapsedNanos, epochMillis, userAgent, id, trace)
-                : text(line, exchange, head, data, client, status, bytes, elapsedNanos, epochMillis, userAgent, id, trace);
+                ? json(line, httpVersion, head, data, client, status, bytes, elapsedNanos, epochMillis, userAgent, id, trace)
+                : text(line, httpVersion, head, data, client, status, bytes, elapsedNanos, epochMillis, userAgent, id, trace);
     }
 
-    private String text(StringBuilder line, HttpExchange exchange, HttpRequestHead head, byte[] data, InetSocketAddress client,
+    private String text(StringBuilder line, String httpVersion, HttpRequestHead head, byte[] data, InetSocketAddress client,
                         int status, long bytes, long elapsedNanos, long epochMillis, int userAgent, int id, int trace) {
         time(line, epochMillis).append(' ');
         if (client == null) {
@@ -90,7 +98,7 @@ public final class AccessLog {
         line.append(" - \"").append(head.method()).append(' ');
         textBytes(line, data, head.pathStart(), head.pathLength());
         if (head.queryLength() > 0) textBytes(line.append('?'), data, head.queryStart(), head.queryLength());
-        line.append(" HTTP/").append(exchange.httpVersion()).append("\" ").append(status).append(' ').append(bytes).append(' ');
+        line.append(" HTTP/").append(httpVersion).append("\" ").append(status).append(' ').append(bytes).append(' ');
         millis(line, elapsedNanos).append("ms \"");
         if (userAgent >= 0) textBytes(line, data, head.valueStart(userAgent), head.valueLength(userAgent));
         else line.append('-');
@@ -116,7 +124,7 @@ public final class AccessLog {
      * "user_agent"}}, then {@code "request_id"} with --request-id and {@code "trace_id"}, {@code "parent_id"}
      * with --trace-context. A value that is absent is null (client and client_port on a unix socket).
      */
-    private String json(StringBuilder line, HttpExchange exchange, HttpRequestHead head, byte[] data, InetSocketAddress client,
+    private String json(StringBuilder line, String httpVersion, HttpRequestHead head, byte[] data, InetSocketAddress client,
                         int status, long bytes, long elapsedNanos, long epochMillis, int userAgent, int id, int trace) {
         time(line.append("{\"time\":\""), epochMillis).append("\",\"client\":");
         if (client == null) line.append("null,\"client_port\":null");
@@ -126,7 +134,7 @@ public final class AccessLog {
         line.append("\",\"path\":\"");
         jsonBytes(line, data, head.pathStart(), head.pathLength());
         if (head.queryLength() > 0) jsonBytes(line.append('?'), data, head.queryStart(), head.queryLength());
-        line.append("\",\"protocol\":\"HTTP/").append(exchange.httpVersion()).append("\",\"status\":").append(status)
+        line.append("\",\"protocol\":\"HTTP/").append(httpVersion).append("\",\"status\":").append(status)
                 .append(",\"bytes\":").append(bytes).append(",\"duration_ms\":");
         millis(line, elapsedNanos).append(",\"user_agent\":");
         jsonValue(line, data, userAgent < 0 ? -1 : head.valueStart(userAgent), userAgent < 0 ? 0 : head.valueLength(userAgent));

@@ -36,6 +36,11 @@ public final class HealthCheck implements Application {
     }
 
     @Override
+    public dev.peregrine.websocket.WebSocketApplication webSockets() {
+        return application.webSockets();
+    }
+
+    @Override
     public void dispatch(HttpExchange exchange) {
         HttpRequestHead head = exchange.head();
         int start = head.pathStart();

@@ -24,6 +24,18 @@ public final class NativeBuffers {
         return Py.bytes(copy, 0, length);
     }
 
+    /** A new str decoded from the readable bytes of {@code buf}, which hold UTF-8 (the buffer is not released). */
+    public static MemorySegment toStr(ByteBuf buf) {
+        int length = buf.readableBytes();
+        if (buf.nioBufferCount() == 1) {
+            ByteBuffer nio = buf.nioBuffer(buf.readerIndex(), length);
+            if (nio.isDirect()) return Py.utf8(MemorySegment.ofBuffer(nio), length);
+        }
+        byte[] copy = new byte[length];
+        buf.getBytes(buf.readerIndex(), copy);
+        return Py.utf8(copy, 0, length);
+    }
+
     /** A pooled direct buffer holding a copy of native memory (the contents of a Python object). */
     public static ByteBuf fromNative(ByteBufAllocator alloc, MemorySegment data) {
         int length = (int) data.byteSize();

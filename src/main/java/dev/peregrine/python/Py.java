@@ -130,6 +130,7 @@ public final class Py {
     public static final MemorySegment ExcRuntimeError = pointedTo("PyExc_RuntimeError");
     public static final MemorySegment ExcTypeError = pointedTo("PyExc_TypeError");
     public static final MemorySegment ExcValueError = pointedTo("PyExc_ValueError");
+    public static final MemorySegment ExcOSError = pointedTo("PyExc_OSError");
 
     /** A statically allocated object: its address as a zero-length segment, compared by address. */
     private static MemorySegment object(String symbol) {
@@ -381,6 +382,13 @@ public final class Py {
         try {
             return (MemorySegment) PyUnicode_DecodeUTF8.invokeExact(MemorySegment.ofArray(data).asSlice(offset, length), (long) length, REPLACE);
         } catch (Throwable t) { throw fail(t); }
+    }
+
+    /** A str decoded from UTF-8 in native memory, with invalid sequences replaced by U+FFFD. */
+    public static MemorySegment utf8(MemorySegment data, long length) {
+        try {
+            return check((MemorySegment) PyUnicode_DecodeUTF8.invokeExact(data, length, REPLACE));
+        } catch (PythonException e) { throw e; } catch (Throwable t) { throw fail(t); }
     }
 
     /** The UTF-8 text of a str, or null when {@code o} is not a str. */

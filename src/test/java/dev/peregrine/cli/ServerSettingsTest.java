@@ -54,6 +54,12 @@ class ServerSettingsTest {
                 () -> assertTrue(s.autoVenv()),
                 () -> assertEquals(List.of(), s.pythonPath()),
                 () -> assertTrue(s.websockets()),
+                () -> assertEquals(16 * 1024 * 1024, s.wsMaxMessage()),
+                () -> assertEquals(20_000, s.wsPingIntervalMillis()),
+                () -> assertEquals(20_000, s.wsPingTimeoutMillis()),
+                () -> assertEquals(32, s.wsMaxQueue()),
+                () -> assertEquals(4L * 1024 * 1024, s.wsMaxQueueBytes()),
+                () -> assertFalse(s.wsCompress()),
                 () -> assertFalse(s.accessLog()),
                 () -> assertEquals(LogLevel.info, s.logLevel()),
                 () -> assertNull(s.metricsPort(), "metrics are off unless asked for"),
@@ -144,12 +150,6 @@ class ServerSettingsTest {
                 arguments("--http2-only", "--http2-only"),
                 arguments("--http3", "--http3"),
                 arguments("--quic-port", "--quic-port 8443"),
-                arguments("--ws-max-message", "--ws-max-message 1024"),
-                arguments("--ws-ping-interval", "--ws-ping-interval 20000"),
-                arguments("--ws-ping-timeout", "--ws-ping-timeout 20000"),
-                arguments("--ws-max-queue", "--ws-max-queue 32"),
-                arguments("--ws-max-queue-bytes", "--ws-max-queue-bytes 4096"),
-                arguments("--ws-compress", "--ws-compress"),
                 arguments("--tls-cert", "--tls-cert x"),
                 arguments("--tls-key", "--tls-key k.pem"),
                 arguments("--tls-ciphers", "--tls-ciphers HIGH"),
@@ -198,7 +198,24 @@ class ServerSettingsTest {
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
-            "--workers", "--drain-delay", "--reload", "--health-check-path");
+            "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
+            "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress");
+
+    @Test
+    void webSocketOptionsAreCarriedThroughAndChecked() {
+        ServerSettings s = Cli.settings("--ws-max-message", "1000", "--ws-ping-interval", "0", "--ws-ping-timeout", "5",
+                "--ws-max-queue", "4", "--ws-max-queue-bytes", "65536", "--ws-compress", "main:app");
+        assertEquals(1000, s.wsMaxMessage());
+        assertEquals(0, s.wsPingIntervalMillis());
+        assertEquals(5, s.wsPingTimeoutMillis());
+        assertEquals(4, s.wsMaxQueue());
+        assertEquals(65536, s.wsMaxQueueBytes());
+        assertTrue(s.wsCompress());
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--ws-max-queue", "0", "main:app"));
+        assertTrue(e.getMessage().contains("--ws-max-queue"), e.getMessage());
+        e = assertThrows(UsageException.class, () -> Cli.settings("--ws-max-message", "3000000000", "main:app"));
+        assertTrue(e.getMessage().contains("--ws-max-message"), e.getMessage());
+    }
 
     @Test
     void everyOptionIsEitherBuiltOrRefused() {

@@ -1,0 +1,320 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.python.NativeBuffers;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonRaise;
+import dev.peregrine.websocket.WebSocketConnection;
+import dev.peregrine.websocket.WebSocketReceiver;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.buffer.Unpooled;
+import org.jboss.logging.Logger;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+
+/**
+ * One ASGI WebSocket connection: the messages the application has not received yet, the futures it
+ * waits on, and where it is in the protocol. The {@link WebSocketReceiver} methods run on the I/O
+ * thread and only post; everything else runs on the Python thread.
+ */
+final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+
+    /** Where the application is: before its decision, refusing with an HTTP response, accepted, or done with the connection. */
+    private enum State { HANDSHAKE, DENYING, ACCEPTED, CLOSED }
+
+    private record Incoming(ByteBuf data, boolean text) {}
+
+    private final AsgiApplication owner;
+    private final WebSocketConnection connection;
+    private final ArrayDeque<Incoming> incoming = new ArrayDeque<>(4);
+    private State state = State.HANDSHAKE;
+    private boolean connectReceived;
+    /** The close code once the connection is over, else -1. */
+    private int closeCode = -1;
+    private String closeReason = "";
+    private MemorySegment receiveWaiter;
+    private MemorySegment sendWaiter;
+    private ResponseHead denial;
+    private CompositeByteBuf denialBody;
+    private boolean ended;
+    private MemorySegment task;
+
+    AsgiWebSocket(AsgiApplication owner, WebSocketConnection connection) {
+        this.owner = owner;
+        this.connection = connection;
+    }
+
+    @Override
+    public MemorySegment scope(ScopeBuilder scopes) {
+        return scopes.buildWebSocket(connection);
+    }
+
+    @Override
+    public void holdTask(MemorySegment task) {
+        if (ended) Py.decRef(task);
+        else this.task = task;
+    }
+
+    // ---- I/O thread ----
+
+    @Override
+    public void onMessage(ByteBuf data, boolean text) {
+        owner.post(() -> {
+            if (ended) {
+                data.release();
+                return;
+            }
+            incoming.add(new Incoming(data, text));
+            wakeReceiver();
+        });
+    }
+
+    @Override
+    public void onClose(int code, String reason) {
+        owner.post(() -> {
+            closeCode = code;
+            closeReason = reason == null ? "" : reason;
+            wakeReceiver();
+            wakeSender();
+        });
+    }
+
+    // ---- Python thread ----
+
+    @Override
+    public MemorySegment receive() {
+        MemorySegment message = nextMessage();
+        if (message != null) return owner.completedFuture(message);
+        if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
+        receiveWaiter = owner.newFuture();
+        return Py.newRef(receiveWaiter);
+    }
+
+    /** The message receive() should answer now, or null when it must wait. */
+    private MemorySegment nextMessage() {
+        AsgiMessages m = owner.messages();
+        if (!connectReceived) {
+            connectReceived = true;
+            return m.webSocketConnect();
+        }
+        Incoming next = incoming.poll();
+        if (next != null) {
+            int size = next.data.readableBytes();
+            try {
+                MemorySegment data = next.text ? NativeBuffers.toStr(next.data) : NativeBuffers.toBytes(next.data);
+                return m.webSocketReceive(data, next.text);
+            } finally {
+                next.data.release();
+                connection.consumed(size);
+            }
+        }
+        if (closeCode >= 0) return m.webSocketDisconnect(closeCode, closeReason);
+        return null;
+    }
+
+    private void wakeReceiver() {
+        if (receiveWaiter == null) return;
+        MemorySegment message = nextMessage();
+        if (message == null) return;
+        MemorySegment waiter = receiveWaiter;
+        receiveWaiter = null;
+        owner.resolve(waiter, message);
+    }
+
+    private void wakeSender() {
+        if (sendWaiter == null) return;
+        MemorySegment waiter = sendWaiter;
+        sendWaiter = null;
+        owner.resolve(waiter, Py.newRef(Py.None));
+    }
+
+    @Override
+    public MemorySegment send(MemorySegment message) {
+        AsgiMessages m = owner.messages();
+        if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
+        MemorySegment typeObject = Py.dictGet(message, m.type);
+        MemorySegment type = typeObject == null ? null : Py.bufferOf(typeObject);
+        if (type == null) throw new PythonRaise(Py.ExcValueError, "ASGI message without a 'type'");
+        if (AsgiMessages.is(type, AsgiMessages.WS_SEND)) return sendMessage(message, m);
+        if (AsgiMessages.is(type, AsgiMessages.WS_ACCEPT)) return accept(message, m);
+        if (AsgiMessages.is(type, AsgiMessages.WS_CLOSE)) return close(message, m);
+        if (AsgiMessages.is(type, AsgiMessages.WS_RESPONSE_START)) {
+            expect(State.HANDSHAKE, "websocket.http.response.start");
+            denial = AsgiRequest.responseHead(message, m);
+            denialBody = PooledByteBufAllocator.DEFAULT.compositeDirectBuffer(Integer.MAX_VALUE);
+            state = State.DENYING;
+            return owner.completed();
+        }
+        if (AsgiMessages.is(type, AsgiMessages.WS_RESPONSE_BODY)) {
+            expect(State.DENYING, "websocket.http.response.body");
+            MemorySegment bodyObject = Py.dictGet(message, m.body);
+            MemorySegment bytes = bodyObject == null ? null : Py.bytesLikeOf(bodyObject);
+            if (bodyObject != null && bytes == null) {
+                throw new PythonRaise(Py.ExcTypeError, "'body' of 'websocket.http.response.body' must be bytes, not "
+                        + AsgiRequest.typeName(bodyObject));
+            }
+            if (bytes != null && bytes.byteSize() > 0) {
+                denialBody.addComponent(true, NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, bytes));
+            }
+            MemorySegment moreObject = Py.dictGet(message, m.moreBody);
+            if (moreObject == null || !Py.isTrue(moreObject)) {
+                state = State.CLOSED;
+                connection.deny(denial, denialBody, owner.batch());
+                denialBody = null;
+            }
+            return owner.completed();
+        }
+        throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
+                + new String(type.toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8) + "' on a WebSocket");
+    }
+
+    private void expect(State expected, String type) {
+        if (state == expected) return;
+        String where = switch (state) {
+            case HANDSHAKE -> "before the handshake was accepted";
+            case DENYING -> "while sending a denial response";
+            case ACCEPTED -> "after the handshake was accepted";
+            case CLOSED -> "after the WebSocket was closed";
+        };
+        throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message '" + type + "' " + where);
+    }
+
+    private MemorySegment accept(MemorySegment message, AsgiMessages m) {
+        expect(State.HANDSHAKE, "websocket.accept");
+        if (closeCode >= 0) throw closed();
+        MemorySegment subprotocolObject = Py.dictGet(message, m.subprotocol);
+        String subprotocol = null;
+        if (subprotocolObject != null && !Py.isNone(subprotocolObject)) {
+            subprotocol = Py.toJavaString(subprotocolObject);
+            if (subprotocol == null) throw new PythonRaise(Py.ExcTypeError, "'subprotocol' of 'websocket.accept' must be a str");
+        }
+        if (subprotocol != null && subprotocol.chars().anyMatch(c -> c == '\r' || c == '\n' || c == 0)) {
+            throw new PythonRaise(Py.ExcValueError, "'subprotocol' of 'websocket.accept' contains CR, LF or NUL");
+        }
+        // The status is a placeholder: only the headers are taken, checked as any response's are.
+        ResponseHead extra = new ResponseHead(101);
+        AsgiRequest.addHeaders(extra, Py.dictGet(message, m.headers));
+        state = State.ACCEPTED;
+        connection.accept(subprotocol, extra, owner.batch());
+        return owner.completed();
+    }
+
+    private MemorySegment sendMessage(MemorySegment message, AsgiMessages m) {
+        expect(State.ACCEPTED, "websocket.send");
+        if (closeCode >= 0) throw closed();
+        MemorySegment bytesObject = Py.dictGet(message, m.bytes);
+        MemorySegment textObject = Py.dictGet(message, m.text);
+        ByteBuf data;
+        boolean text;
+        if (bytesObject != null && !Py.isNone(bytesObject)) {
+            MemorySegment bytes = Py.bytesLikeOf(bytesObject);
+            if (bytes == null) throw new PythonRaise(Py.ExcTypeError, "'bytes' of 'websocket.send' must be bytes, not " + AsgiRequest.typeName(bytesObject));
+            data = copy(bytes);
+            text = false;
+        } else if (textObject != null && !Py.isNone(textObject)) {
+            if (!Py.isInstance(textObject, Py.UnicodeType)) {
+                throw new PythonRaise(Py.ExcTypeError, "'text' of 'websocket.send' must be str, not " + AsgiRequest.typeName(textObject));
+            }
+            data = copy(Py.bufferOf(textObject));
+            text = true;
+        } else {
+            throw new PythonRaise(Py.ExcValueError, "'websocket.send' needs 'bytes' or 'text'");
+        }
+        connection.send(data, text, owner.batch());
+        if (!connection.writable()) {
+            sendWaiter = owner.newFuture();
+            connection.whenWritable(() -> owner.post(this::wakeSender));
+            return Py.newRef(sendWaiter);
+        }
+        return owner.completed();
+    }
+
+    private static ByteBuf copy(MemorySegment data) {
+        return data.byteSize() == 0 ? Unpooled.EMPTY_BUFFER : NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, data);
+    }
+
+    private MemorySegment close(MemorySegment message, AsgiMessages m) {
+        MemorySegment codeObject = Py.dictGet(message, m.code);
+        int code = 1000;
+        if (codeObject != null && !Py.isNone(codeObject)) {
+            if (!Py.isInstance(codeObject, Py.LongType)) throw new PythonRaise(Py.ExcTypeError, "'code' of 'websocket.close' must be an int");
+            long value = Py.toLong(codeObject);
+            if (!sendableCloseCode(value)) throw new PythonRaise(Py.ExcValueError, "invalid WebSocket close code " + value);
+            code = (int) value;
+        }
+        MemorySegment reasonObject = Py.dictGet(message, m.reason);
+        String reason = "";
+        if (reasonObject != null && !Py.isNone(reasonObject)) {
+            reason = Py.toJavaString(reasonObject);
+            if (reason == null) throw new PythonRaise(Py.ExcTypeError, "'reason' of 'websocket.close' must be a str");
+            if (reason.getBytes(StandardCharsets.UTF_8).length > 123) {
+                throw new PythonRaise(Py.ExcValueError, "a WebSocket close reason is at most 123 bytes of UTF-8");
+            }
+        }
+        switch (state) {
+            case HANDSHAKE -> {
+                // Closing before accepting refuses the handshake, as the ASGI specification says: 403.
+                state = State.CLOSED;
+                ResponseHead forbidden = new ResponseHead(403);
+                forbidden.add("content-type", "text/plain; charset=utf-8");
+                connection.deny(forbidden, Unpooled.copiedBuffer("Forbidden\n", StandardCharsets.US_ASCII), owner.batch());
+            }
+            case ACCEPTED -> {
+                state = State.CLOSED;
+                if (closeCode < 0) connection.close(code, reason, owner.batch());
+            }
+            case DENYING, CLOSED -> expect(State.ACCEPTED, "websocket.close");
+        }
+        return owner.completed();
+    }
+
+    /** Codes an endpoint may put in a close frame (RFC 6455 7.4): the reserved ones are refused. */
+    private static boolean sendableCloseCode(long code) {
+        if (code >= 3000 && code <= 4999) return true;
+        return code >= 1000 && code <= 1014 && code != 1004 && code != 1005 && code != 1006;
+    }
+
+    private static PythonRaise closed() {
+        return new PythonRaise(Py.ExcOSError, "the WebSocket connection is closed");
+    }
+
+    @Override
+    public void done(String error) {
+        ended = true;
+        if (error != null && !error.isEmpty()) LOG.error("Exception in ASGI application\n" + error.stripTrailing());
+        switch (state) {
+            case HANDSHAKE -> {
+                if (error == null && closeCode < 0) LOG.error("ASGI application returned without accepting or refusing the WebSocket");
+                connection.deny(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), owner.batch());
+            }
+            case DENYING -> connection.finish(1011, owner.batch()); // a denial response left unfinished: drop the connection
+            case ACCEPTED -> connection.finish(error == null ? 1000 : 1011, owner.batch());
+            case CLOSED -> { }
+        }
+        state = State.CLOSED;
+        if (denialBody != null) {
+            denialBody.release();
+            denialBody = null;
+        }
+        for (Incoming piece : incoming) piece.data.release();
+        incoming.clear();
+        if (receiveWaiter != null) {
+            Py.decRef(receiveWaiter);
+            receiveWaiter = null;
+        }
+        if (sendWaiter != null) {
+            Py.decRef(sendWaiter);
+            sendWaiter = null;
+        }
+        if (task != null) {
+            Py.decRef(task);
+            task = null;
+        }
+    }
+}
