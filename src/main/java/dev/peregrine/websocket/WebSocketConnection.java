@@ -242,23 +242,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         if (extraHeaders != null) response.addAll(extraHeaders);
 
         ChannelPipeline pipeline = httpContext.pipeline();
-        WebSocketDecoderConfig config = WebSocketDecoderConfig.newBuilder()
-                .maxFramePayloadLength(settings.maxMessage())
-                .expectMaskedFrames(true)
-                .allowMaskMismatch(false)
-                .allowExtensions(deflate != null)
-                .closeOnProtocolViolation(true)
-                .withUTF8Validator(false) // added below, after the inflater: compressed text is only checkable once inflated
-                .build();
-        // The encoder sits before the decoder so that the close frames the decoder sends on a protocol error are encoded.
-        pipeline.addLast("ws-encoder", new WebSocket13FrameEncoder(false));
-        pipeline.addLast("ws-decoder", new WebSocket13FrameDecoder(config));
-        if (deflate != null) {
-            pipeline.addLast("ws-deflate-encoder", deflate.newExtensionEncoder());
-            pipeline.addLast("ws-deflate-decoder", deflate.newExtensionDecoder());
-        }
-        pipeline.addLast("ws-utf8", new Utf8FrameValidator(true));
-        pipeline.addLast("ws-aggregator", new WebSocketFrameAggregator(settings.maxMessage()));
+        addFrameCodec(pipeline, settings.maxMessage(), deflate);
         pipeline.addLast("ws", this);
         ByteBuf early = http.switchProtocols(response);
         open = true;
@@ -439,6 +423,31 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         } else {
             ctx.close();
         }
+    }
+
+    /**
+     * The frame handlers of an accepted WebSocket, in order: Netty's codec, the inflater when
+     * permessage-deflate was agreed, UTF-8 checks, and reassembly bounded by --ws-max-message.
+     * Shared with the fuzz test, which must exercise exactly this chain.
+     */
+    static void addFrameCodec(ChannelPipeline pipeline, int maxMessage, WebSocketServerExtension deflate) {
+        WebSocketDecoderConfig config = WebSocketDecoderConfig.newBuilder()
+                .maxFramePayloadLength(maxMessage)
+                .expectMaskedFrames(true)
+                .allowMaskMismatch(false)
+                .allowExtensions(deflate != null)
+                .closeOnProtocolViolation(true)
+                .withUTF8Validator(false) // added below, after the inflater: compressed text is only checkable once inflated
+                .build();
+        // The encoder sits before the decoder so that the close frames the decoder sends on a protocol error are encoded.
+        pipeline.addLast("ws-encoder", new WebSocket13FrameEncoder(false));
+        pipeline.addLast("ws-decoder", new WebSocket13FrameDecoder(config));
+        if (deflate != null) {
+            pipeline.addLast("ws-deflate-encoder", deflate.newExtensionEncoder());
+            pipeline.addLast("ws-deflate-decoder", deflate.newExtensionDecoder());
+        }
+        pipeline.addLast("ws-utf8", new Utf8FrameValidator(true));
+        pipeline.addLast("ws-aggregator", new WebSocketFrameAggregator(maxMessage));
     }
 
     private static Throwable decompressionFailure(Throwable cause) {
