@@ -5,6 +5,7 @@ Routes (both protocols):
   /sleep?s=F      sleeps F seconds, then "slept"
   /crash          kills its own worker process with SIGKILL
   /segfault       dereferences NULL in C (ctypes): a crash inside a C extension
+  /big?id=X&chunks=N&size=S   (WSGI) N chunks of S bytes, counting in /result?id=X the chunks handed over
   /seen           JSON list of the paths this worker's application was called with
   anything else   "hello from workers_app"
 
@@ -20,6 +21,7 @@ import time
 from urllib.parse import parse_qs
 
 SEEN = []
+RESULTS = {}
 
 
 def _route(path, query):
@@ -61,9 +63,25 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": body})
 
 
+def _big(key, chunks, size):
+    block = b"b" * size
+    for i in range(chunks):
+        RESULTS[key] = i
+        yield block
+    RESULTS[key] = chunks
+
+
 def wsgi(environ, start_response):
     query = parse_qs(environ.get("QUERY_STRING", ""))
     path = environ["PATH_INFO"]
+    if path == "/big":
+        chunks, size = int(query["chunks"][0]), int(query["size"][0])
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(chunks * size))])
+        return _big(query["id"][0], chunks, size)
+    if path == "/result":
+        body = json.dumps(RESULTS.get(query["id"][0])).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
     if path == "/sleep":
         SEEN.append("/sleep")
         time.sleep(float(query.get("s", ["1"])[0]))

@@ -99,6 +99,39 @@ def test_clients_that_never_read_a_huge_response_leave_memory_bounded(start_serv
     assert poll(lambda: server.get("/").status_code == 200, timeout=10)
 
 
+def test_wsgi_iterators_of_clients_that_never_read_are_held_back(start_server):
+    clients = 20
+    chunks, size = 16384, 65536  # 1 GiB each
+    # one application thread per stalled client, and one more to answer the test
+    server = start_server("workers_app:wsgi", "--wsgi-threads", str(clients + 1), kind="wsgi")
+    server.get("/")
+    baseline = tree_rss_kib(server.proc.pid)
+    stalled = []
+    try:
+        for i in range(clients):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(("GET /big?id=w%d&chunks=%d&size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (i, chunks, size)).encode())
+            stalled.append(s)
+
+        def progress():
+            return [server.get("/result?id=w%d" % i).json() for i in (0, clients - 1)]
+        assert poll(lambda: all(p is not None for p in progress()), timeout=60), progress()
+        time.sleep(2)
+        first = progress()
+        time.sleep(2)
+        assert progress() == first, "an iterator kept being pulled although its client reads nothing"
+        peak = tree_rss_kib(server.proc.pid)
+        grown_mib = (peak - baseline) / 1024
+        print("\n%d WSGI clients stalling a 1 GiB response each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); %s of %d chunks pulled"
+              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0], chunks))
+        assert first[0] < chunks // 100
+        assert grown_mib < 256
+    finally:
+        for s in stalled:
+            s.close()
+
+
 HOSTILE = {
     "non-ASCII in the target": (b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
     "DEL in the target": (b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", 400),
