@@ -63,32 +63,47 @@ def test_ten_thousand_idle_connections_do_not_stop_a_new_client(start_server):
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+CHUNKS, SIZE = 16384, 65536  # 1 GiB per stalled response
+
+
+def stall(server, clients, prefix):
+    """Opens `clients` connections that each ask for a 1 GiB /big response and never read."""
+    stalled = []
+    for i in range(clients):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(("GET /big?id=%s%d&chunks=%d&size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (prefix, i, CHUNKS, SIZE)).encode())
+        stalled.append(s)
+    return stalled
+
+
+def held_back(server, clients, prefix, started):
+    """Waits until the first and last stalled responses have started and then stopped progressing;
+    returns their progress as /result reports it."""
+    def progress():
+        return [server.get("/result?id=%s%d" % (prefix, i)).json() for i in (0, clients - 1)]
+    assert poll(lambda: all(started(p) for p in progress()), timeout=60), progress()
+    time.sleep(2)
+    first = progress()
+    time.sleep(2)
+    assert progress() == first, "a response kept going although its client reads nothing"
+    return first
+
+
 def test_clients_that_never_read_a_huge_response_leave_memory_bounded(start_server):
     clients = 100
-    chunks, size = 16384, 65536  # 1 GiB each
     server = start_server("raw_asgi:app")
     server.get("/")  # warm
     baseline = tree_rss_kib(server.proc.pid)
-    stalled = []
+    stalled = stall(server, clients, "stall")
     try:
-        for i in range(clients):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(("GET /big?id=stall%d&chunks=%d&size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (i, chunks, size)).encode())
-            stalled.append(s)
         # every stalled response has started and stopped: its send() calls no longer return
-        def progress():
-            return [server.get("/result?id=stall%d" % i).json() for i in (0, clients - 1)]
-        assert poll(lambda: all(p and p.get("sent", 0) > 0 for p in progress()), timeout=60), progress()
-        time.sleep(2)
-        first = progress()
-        time.sleep(2)
-        assert progress() == first, "a response kept going although its client reads nothing"
+        first = held_back(server, clients, "stall", lambda p: p and p.get("sent", 0) > 0)
         peak = tree_rss_kib(server.proc.pid)
         grown_mib = (peak - baseline) / 1024
         print("\n%d clients stalling a 1 GiB response each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); %s of %d send() calls returned"
-              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0].get("sent"), chunks))
-        assert first[0]["sent"] < chunks // 100, "the application was not held back"
+              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0].get("sent"), CHUNKS))
+        assert first[0]["sent"] < CHUNKS // 100, "the application was not held back"
         assert grown_mib < 256, "memory grew by %.0f MiB for %d stalled clients" % (grown_mib, clients)
         # clients that do read are served meanwhile
         r = httpx.get(server.url + "/big?id=reader&chunks=64&size=65536", timeout=60)
@@ -101,31 +116,18 @@ def test_clients_that_never_read_a_huge_response_leave_memory_bounded(start_serv
 
 def test_wsgi_iterators_of_clients_that_never_read_are_held_back(start_server):
     clients = 20
-    chunks, size = 16384, 65536  # 1 GiB each
     # one application thread per stalled client, and one more to answer the test
     server = start_server("workers_app:wsgi", "--wsgi-threads", str(clients + 1), kind="wsgi")
     server.get("/")
     baseline = tree_rss_kib(server.proc.pid)
-    stalled = []
+    stalled = stall(server, clients, "w")
     try:
-        for i in range(clients):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(("GET /big?id=w%d&chunks=%d&size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (i, chunks, size)).encode())
-            stalled.append(s)
-
-        def progress():
-            return [server.get("/result?id=w%d" % i).json() for i in (0, clients - 1)]
-        assert poll(lambda: all(p is not None for p in progress()), timeout=60), progress()
-        time.sleep(2)
-        first = progress()
-        time.sleep(2)
-        assert progress() == first, "an iterator kept being pulled although its client reads nothing"
+        first = held_back(server, clients, "w", lambda p: p is not None)
         peak = tree_rss_kib(server.proc.pid)
         grown_mib = (peak - baseline) / 1024
         print("\n%d WSGI clients stalling a 1 GiB response each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); %s of %d chunks pulled"
-              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0], chunks))
-        assert first[0] < chunks // 100
+              % (clients, baseline / 1024, peak / 1024, grown_mib, first[0], CHUNKS))
+        assert first[0] < CHUNKS // 100
         assert grown_mib < 256
     finally:
         for s in stalled:

@@ -1,6 +1,7 @@
 package dev.peregrine.asgi;
 
 import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonRaise;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -79,4 +80,14 @@ final class AsgiMessages {
         Py.dictSet(message, type, httpDisconnect);
         return message;
     }
+
+    /** The bytes of a message's 'type'; raises in the application for what is no ASGI message. */
+    MemorySegment typeOf(MemorySegment message) {
+        if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
+        MemorySegment typeObject = Py.dictGet(message, type);
+        MemorySegment bytes = typeObject == null ? null : Py.bufferOf(typeObject);
+        if (bytes == null) throw new PythonRaise(Py.ExcValueError, "ASGI message without a 'type'");
+        return bytes;
+    }
+
 }

@@ -147,10 +147,7 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
     @Override
     public MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
-        if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
-        MemorySegment typeObject = Py.dictGet(message, m.type);
-        MemorySegment type = typeObject == null ? null : Py.bufferOf(typeObject);
-        if (type == null) throw new PythonRaise(Py.ExcValueError, "ASGI message without a 'type'");
+        MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_START)) {
             if (started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent twice");
             if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent after the response completed");

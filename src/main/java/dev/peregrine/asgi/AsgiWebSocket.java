@@ -137,10 +137,7 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
     @Override
     public MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
-        if (!Py.isInstance(message, Py.DictType)) throw new PythonRaise(Py.ExcTypeError, "ASGI messages must be dicts");
-        MemorySegment typeObject = Py.dictGet(message, m.type);
-        MemorySegment type = typeObject == null ? null : Py.bufferOf(typeObject);
-        if (type == null) throw new PythonRaise(Py.ExcValueError, "ASGI message without a 'type'");
+        MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.WS_SEND)) return sendMessage(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WS_ACCEPT)) return accept(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WS_CLOSE)) return close(message, m);

@@ -2,11 +2,11 @@ package dev.peregrine.http1;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
+import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 
@@ -33,7 +33,7 @@ class Http1FuzzTest {
         byte[] input = data.consumeRemainingAsBytes();
 
         Outcome whole = parseHead(new RequestHeadParser(maxHead), List.of(input));
-        Outcome split = parseHead(new RequestHeadParser(maxHead), split(input, pieces));
+        Outcome split = parseHead(new RequestHeadParser(maxHead), FuzzPieces.split(input, pieces));
         assertEquals(whole.describe(), split.describe(), "fed at once and in pieces, the same bytes must parse the same");
         if (whole.head != null) checkHead(whole.head);
     }
@@ -44,7 +44,7 @@ class Http1FuzzTest {
         byte[] input = data.consumeRemainingAsBytes();
 
         Decoded whole = decodeChunked(List.of(input));
-        Decoded split = decodeChunked(split(input, pieces));
+        Decoded split = decodeChunked(FuzzPieces.split(input, pieces));
         assertEquals(whole.status, split.status, "fed at once and in pieces, the same body must decode the same");
         assertEquals(whole.done, split.done);
         assertArrayEquals(whole.data, split.data);
@@ -137,19 +137,5 @@ class Http1FuzzTest {
         byte[] b = new byte[buf.readableBytes()];
         buf.getBytes(buf.readerIndex(), b);
         return b;
-    }
-
-    /** The input cut into about {@code pieces} parts at places derived from its own bytes. */
-    private static List<byte[]> split(byte[] input, int pieces) {
-        List<byte[]> parts = new ArrayList<>();
-        int from = 0;
-        for (int i = 1; i < pieces && from < input.length; i++) {
-            int step = 1 + Math.floorMod(Arrays.hashCode(Arrays.copyOfRange(input, from, Math.min(input.length, from + 4))) + i, 23);
-            int to = Math.min(input.length, from + step);
-            parts.add(Arrays.copyOfRange(input, from, to));
-            from = to;
-        }
-        parts.add(Arrays.copyOfRange(input, from, input.length));
-        return parts;
     }
 }

@@ -2,6 +2,7 @@ package dev.peregrine.websocket;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
+import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
@@ -16,7 +17,6 @@ import io.netty.handler.codec.http.websocketx.extensions.compression.PerMessageD
 import io.netty.util.ReferenceCountUtil;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
@@ -40,7 +40,7 @@ class WebSocketFuzzTest {
         byte[] input = data.consumeRemainingAsBytes();
 
         Result whole = feed(compress, List.of(input));
-        Result split = feed(compress, split(input, pieces));
+        Result split = feed(compress, FuzzPieces.split(input, pieces));
         assertEquals(whole.failure, split.failure, "fed at once and in pieces, the same bytes must be judged the same");
         if (whole.failure == null) assertEquals(whole.messages, split.messages);
         for (String message : whole.messages) assertTrue(message.length() <= 2 * MAX_MESSAGE + 32, "message past the limit");
@@ -86,18 +86,5 @@ class WebSocketFuzzTest {
     private static WebSocketServerExtension deflate() {
         return new PerMessageDeflateServerExtensionHandshaker(6, false, 15, true, false, MAX_MESSAGE)
                 .handshakeExtension(new WebSocketExtensionData("permessage-deflate", Map.of()));
-    }
-
-    private static List<byte[]> split(byte[] input, int pieces) {
-        List<byte[]> parts = new ArrayList<>();
-        int from = 0;
-        for (int i = 1; i < pieces && from < input.length; i++) {
-            int step = 1 + Math.floorMod(Arrays.hashCode(Arrays.copyOfRange(input, from, Math.min(input.length, from + 4))) + i, 23);
-            int to = Math.min(input.length, from + step);
-            parts.add(Arrays.copyOfRange(input, from, to));
-            from = to;
-        }
-        parts.add(Arrays.copyOfRange(input, from, input.length));
-        return parts;
     }
 }
