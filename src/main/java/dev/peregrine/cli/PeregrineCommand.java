@@ -1,5 +1,6 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.server.PeregrineServer;
 import dev.peregrine.workers.Supervisor;
 import dev.peregrine.workers.SupervisorLink;
@@ -121,13 +122,17 @@ public class PeregrineCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         ServerSettings settings;
+        TlsContexts tls;
         try {
             settings = ServerSettings.from(this);
+            // Read before anything starts, so that a bad certificate or key ends the start with status 2;
+            // a supervisor checks them as well, before it starts any worker.
+            tls = settings.tls() ? TlsContexts.load(settings) : null;
         } catch (UsageException e) {
             System.err.println("peregrine: " + e.getMessage());
             return 2;
         }
         // A worker started by a supervisor parses the same command line, and must not supervise in turn.
-        return settings.supervised() && !SupervisorLink.supervised() ? new Supervisor(settings).run() : new PeregrineServer(settings).run();
+        return settings.supervised() && !SupervisorLink.supervised() ? new Supervisor(settings).run() : new PeregrineServer(settings, tls).run();
     }
 }

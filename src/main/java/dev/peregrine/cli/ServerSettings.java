@@ -53,12 +53,38 @@ public record ServerSettings(
         long wsPingTimeoutMillis,
         int wsMaxQueue,
         long wsMaxQueueBytes,
-        boolean wsCompress) {
+        boolean wsCompress,
+        /** Empty when TLS is off; the first pair is the default certificate, the others are chosen by SNI. */
+        List<CertificatePair> tlsCertificates,
+        String tlsCiphers,
+        boolean http2,
+        boolean http2Only,
+        Integer redirectHttpPort,
+        /** -1 when no Strict-Transport-Security header is added. */
+        long hstsSeconds) {
+
+    /** One --tls-cert and the --tls-key given with it. */
+    public record CertificatePair(Path certificate, Path key) {}
+
+    public boolean tls() {
+        return !tlsCertificates.isEmpty();
+    }
 
     public static ServerSettings from(PeregrineCommand c) {
         if (c.target == null || c.target.isBlank()) throw new UsageException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
         if (!c.target.contains(":")) throw new UsageException("the application must be given as MODULE:ATTRIBUTE, not '" + c.target + "'");
         refuseUnbuilt(c);
+        List<CertificatePair> certificates = certificatePairs(c);
+        boolean tls = !certificates.isEmpty();
+        if (!tls && c.tlsCiphers != null) throw new UsageException("option '--tls-ciphers' needs --tls-cert and --tls-key");
+        if (!tls && c.redirectHttp != null) throw new UsageException("option '--redirect-http' needs TLS (--tls-cert and --tls-key)");
+        if (!tls && c.hsts != null) throw new UsageException("option '--hsts' needs TLS (--tls-cert and --tls-key)");
+        if (Boolean.TRUE.equals(c.noHttp2) && Boolean.TRUE.equals(c.http2Only)) {
+            throw new UsageException("options '--no-http2' and '--http2-only' exclude each other");
+        }
+        if (c.redirectHttp != null && c.unix == null && c.redirectHttp.equals(value(c.port, 8000))) {
+            throw new UsageException("invalid value for option '--redirect-http': " + c.redirectHttp + " is the TLS --port");
+        }
         String scheme = c.scheme;
         if (scheme != null && !scheme.equals("http") && !scheme.equals("https")) {
             throw new UsageException("invalid value for option '--scheme': '" + scheme + "' is neither http nor https");
@@ -80,7 +106,7 @@ public record ServerSettings(
                 value(c.protocol, Protocol.auto),
                 value(c.factory, false),
                 normalizeRootPath(value(c.rootPath, "")),
-                value(scheme, "http"),
+                value(scheme, tls ? "https" : "http"),
                 range("--wsgi-threads", value(c.wsgiThreads, 1), 1, 1024),
                 !value(c.noLifespan, false),
                 !value(c.noUvloop, false),
@@ -113,7 +139,24 @@ public record ServerSettings(
                 range("--ws-ping-timeout", value(c.wsPingTimeout, 20_000L), 0, Long.MAX_VALUE),
                 range("--ws-max-queue", value(c.wsMaxQueue, 32), 1, Integer.MAX_VALUE),
                 range("--ws-max-queue-bytes", value(c.wsMaxQueueBytes, 4L * 1024 * 1024), 1, Long.MAX_VALUE),
-                value(c.wsCompress, false));
+                value(c.wsCompress, false),
+                certificates,
+                c.tlsCiphers,
+                !value(c.noHttp2, false),
+                value(c.http2Only, false),
+                c.redirectHttp == null ? null : range("--redirect-http", c.redirectHttp, 1, 65535),
+                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE));
+    }
+
+    private static List<CertificatePair> certificatePairs(PeregrineCommand c) {
+        if (c.tlsCert.size() != c.tlsKey.size()) {
+            throw new UsageException(c.tlsCert.size() > c.tlsKey.size()
+                    ? "option '--tls-cert' needs a --tls-key for each certificate (" + c.tlsCert.size() + " certificates, " + c.tlsKey.size() + " keys)"
+                    : "option '--tls-key' needs a --tls-cert for each key (" + c.tlsKey.size() + " keys, " + c.tlsCert.size() + " certificates)");
+        }
+        List<CertificatePair> pairs = new java.util.ArrayList<>();
+        for (int i = 0; i < c.tlsCert.size(); i++) pairs.add(new CertificatePair(c.tlsCert.get(i), c.tlsKey.get(i)));
+        return List.copyOf(pairs);
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */
@@ -142,25 +185,24 @@ public record ServerSettings(
      * who asks for HTTP/3 and gets HTTP/1.1 without a word would be misled.
      */
     private static void refuseUnbuilt(PeregrineCommand c) {
+        if (Boolean.TRUE.equals(c.ktls)) {
+            // Kernel TLS needs the TLS library to hand its session keys to the socket (setsockopt TLS_TX);
+            // neither the JDK's TLS nor the BoringSSL of netty-tcnative can do that.
+            throw new UsageException("option '--ktls' is not available: neither the JDK's TLS nor BoringSSL (netty-tcnative) "
+                    + "can hand the session keys to the kernel; TLS is encrypted in the server instead");
+        }
         Map<String, Boolean> asked = new LinkedHashMap<>();
         asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
-        asked.put("--http2-only", Boolean.TRUE.equals(c.http2Only));
         asked.put("--http3", Boolean.TRUE.equals(c.http3));
         asked.put("--quic-port", c.quicPort != null);
-        asked.put("--tls-cert", !c.tlsCert.isEmpty());
-        asked.put("--tls-key", !c.tlsKey.isEmpty());
-        asked.put("--tls-ciphers", c.tlsCiphers != null);
-        asked.put("--ktls", Boolean.TRUE.equals(c.ktls));
         asked.put("--acme-domain", !c.acmeDomain.isEmpty());
         asked.put("--acme-email", c.acmeEmail != null);
         asked.put("--acme-cache", c.acmeCache != null);
         asked.put("--acme-staging", Boolean.TRUE.equals(c.acmeStaging));
         asked.put("--acme-directory", c.acmeDirectory != null);
         asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
-        asked.put("--redirect-http", c.redirectHttp != null);
-        asked.put("--hsts", c.hsts != null);
         asked.put("--static-dir", !c.staticDir.isEmpty());
         asked.put("--rate-limit", c.rateLimit != null);
         asked.put("--rate-limit-burst", c.rateLimitBurst != null);

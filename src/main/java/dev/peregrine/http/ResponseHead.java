@@ -51,6 +51,14 @@ public final class ResponseHead {
     public boolean hasDate() { return hasDate; }
     public boolean hasServer() { return hasServer; }
 
+    /** Whether the application set the header itself; then its value stands. Only looked for when an option needs it. */
+    public boolean has(String lowerCaseName) {
+        for (int i = 0; i < count; i++) {
+            if (HttpChars.equalsLowerCase(data, nameStart(i), nameLength(i), lowerCaseName)) return true;
+        }
+        return false;
+    }
+
     /**
      * Adds a header from native memory (a Python bytes or str buffer). Refuses what would break the
      * framing of the response: a name that is no token, a value with CR, LF or NUL.

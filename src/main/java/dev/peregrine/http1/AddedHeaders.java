@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.RequestId;
 
 import java.nio.charset.StandardCharsets;
@@ -9,7 +10,7 @@ import java.nio.charset.StandardCharsets;
  * ({@code --request-id}) and X-Request-Start ({@code --request-start-header}). They are written into the
  * request head itself, so both adapters, the access log and the response see them with no extra path.
  */
-final class AddedHeaders {
+public final class AddedHeaders {
     private AddedHeaders() {}
 
     static final byte[] REQUEST_START = "x-request-start".getBytes(StandardCharsets.US_ASCII);
@@ -17,12 +18,12 @@ final class AddedHeaders {
     private static final int REQUEST_START_VALUE = 2 + 19;
 
     /** Room each head keeps for these headers, so that adding them copies nothing. */
-    static int spareBytes(Http1Settings settings) {
+    public static int spareBytes(HttpSettings settings) {
         return (settings.requestId() ? RequestId.HEADER.length + RequestId.GENERATED_LENGTH : 0)
                 + (settings.requestStartHeader() ? REQUEST_START.length + REQUEST_START_VALUE : 0);
     }
 
-    static int spareHeaders(Http1Settings settings) {
+    public static int spareHeaders(HttpSettings settings) {
         return (settings.requestId() ? 1 : 0) + (settings.requestStartHeader() ? 1 : 0);
     }
 
@@ -30,7 +31,7 @@ final class AddedHeaders {
      * Keeps the client's X-Request-ID when there is exactly one and it is valid; otherwise drops what the
      * client sent and adds a new one. Returns the index of the header holding the request's ID.
      */
-    static int requestId(RequestHead head) {
+    public static int requestId(RequestHead head) {
         int found = -1, count = 0;
         for (int i = 0; i < head.headerCount(); i++) {
             if (head.nameIs(i, RequestId.HEADER)) {
@@ -56,7 +57,7 @@ final class AddedHeaders {
      * earlier, so it counts the time spent in the proxy as well. Anyone else's is replaced, since a client
      * could otherwise make its request look queued for hours.
      */
-    static void requestStart(RequestHead head, long epochMicros, boolean fromTrustedProxy) {
+    public static void requestStart(RequestHead head, long epochMicros, boolean fromTrustedProxy) {
         for (int i = head.headerCount() - 1; i >= 0; i--) {
             if (head.nameIs(i, REQUEST_START)) {
                 if (fromTrustedProxy) return;

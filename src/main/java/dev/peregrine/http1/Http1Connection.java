@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
@@ -53,11 +54,14 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile. */
     private enum State { HEAD, BODY, RESPONDING, UPGRADING, CLOSED }
 
-    private final Http1Settings settings;
+    private final HttpSettings settings;
     private final Application application;
     private final Connections connections;
     private final RequestMetrics metrics;
     private final RequestHeadParser parser;
+    /** The Strict-Transport-Security line of every response, or null. */
+    private final byte[] hstsLine;
+    private boolean started;
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
 
@@ -75,27 +79,37 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private InetSocketAddress peer;
     private boolean peerIsTrustedProxy;
 
-    public Http1Connection(Http1Settings settings, Application application, Connections connections) {
+    public Http1Connection(HttpSettings settings, Application application, Connections connections) {
         this.settings = settings;
         this.application = application;
         this.connections = connections;
         this.metrics = connections.metrics();
         this.parser = new RequestHeadParser(settings.maxHeadSize(), AddedHeaders.spareBytes(settings), AddedHeaders.spareHeaders(settings));
+        this.hstsLine = settings.hsts() == null ? null
+                : ("strict-transport-security: " + settings.hsts() + "\r\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
     }
 
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
         this.ctx = ctx;
+        // Added after the TLS handshake or the protocol choice, the connection is active already.
+        if (ctx.channel().isActive()) start();
     }
 
     @Override
     public void channelActive(ChannelHandlerContext ctx) {
+        start();
+        ctx.fireChannelActive();
+    }
+
+    private void start() {
+        if (started) return;
+        started = true;
         peer = inet(ctx.channel().remoteAddress());
         peerIsTrustedProxy = settings.trustedProxies().trustsPeerOf(ctx.channel());
         lastProgress = System.nanoTime();
         armTimer(tick());
         read();
-        ctx.fireChannelActive();
     }
 
     @Override
@@ -255,7 +269,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             } else if (body != null && size > length) {
                 body.writerIndex(body.readerIndex() + (int) length);
             }
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1);
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1, hstsLine);
             int sent = out.readableBytes() + (body == null ? 0 : body.readableBytes());
             answered(response.status(), sent);
             if (body != null) ctx.write(out);
@@ -267,7 +281,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             upgrading = null;
             state = State.CLOSED;
             if (timer != null) timer.cancel(false);
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1);
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1, hstsLine);
             answered(101, out.readableBytes());
             ctx.writeAndFlush(out);
             ByteBuf early = input;
@@ -614,7 +628,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
                 keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
                         && framing != ResponseEncoder.Framing.UNTIL_CLOSE && settings.keepAliveMillis() > 0;
-                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader);
+                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader, hstsLine);
                 headSent = true;
             } else {
                 out = null;

@@ -63,6 +63,18 @@ public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
     }
 
     /**
+     * A head another transport (HTTP/2) built in this form, so that added headers, forwarding headers and
+     * the access log treat its requests like HTTP/1.1's. {@code bytes} holds the target then the headers;
+     * room past {@code used} takes added headers.
+     */
+    public static RequestHead of(byte[] bytes, int used, String method, int pathStart, int pathLength, int queryStart, int queryLength,
+                                 int[] headerOffsets, int headerCount, long contentLength) {
+        int targetLength = queryLength > 0 || queryStart > pathStart + pathLength ? queryStart + queryLength - pathStart : pathLength;
+        return new RequestHead(bytes, used, method, pathStart, targetLength, pathStart, pathLength, queryStart, queryLength,
+                true, headerOffsets, headerCount, contentLength, false, true, false, false);
+    }
+
+    /**
      * The head as received (request line and header lines, each ending in CRLF), names lower-cased, followed by
      * the values and names of headers the server added and possibly unused room. Not copied.
      */

@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
@@ -9,9 +10,6 @@ import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
 
 import java.nio.charset.StandardCharsets;
-import java.time.ZoneOffset;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 
 /**
  * Writes HTTP/1.1 responses: the status line and headers the application chose, plus the framing
@@ -40,21 +38,17 @@ final class ResponseEncoder {
         }
     }
 
-    private static final DateTimeFormatter HTTP_DATE = DateTimeFormatter.RFC_1123_DATE_TIME;
-    /** The Date header line, rebuilt at most once a second per I/O thread. */
-    private static final ThreadLocal<long[]> DATE_SECOND = ThreadLocal.withInitial(() -> new long[] {-1});
-    private static final ThreadLocal<byte[][]> DATE_LINE = ThreadLocal.withInitial(() -> new byte[1][]);
+    private static final ThreadLocal<byte[][]> DATE_LINE = ThreadLocal.withInitial(() -> new byte[2][]);
 
+    /** The Date header line, rebuilt when {@link HttpDate} changes. */
     private static byte[] dateLine() {
-        long second = System.currentTimeMillis() / 1000;
-        long[] cached = DATE_SECOND.get();
+        byte[] date = HttpDate.now();
         byte[][] line = DATE_LINE.get();
-        if (cached[0] != second) {
-            cached[0] = second;
-            String date = HTTP_DATE.format(ZonedDateTime.ofInstant(java.time.Instant.ofEpochSecond(second), ZoneOffset.UTC));
-            line[0] = ("date: " + date + "\r\n").getBytes(StandardCharsets.US_ASCII);
+        if (line[0] != date) {
+            line[0] = date;
+            line[1] = ("date: " + new String(date, StandardCharsets.US_ASCII) + "\r\n").getBytes(StandardCharsets.US_ASCII);
         }
-        return line[0];
+        return line[1];
     }
 
     static ByteBuf continueResponse() {
@@ -136,7 +130,7 @@ final class ResponseEncoder {
 
     /** {@code requestIdHeader}: the request header whose value goes out as X-Request-ID, or -1. */
     static ByteBuf head(ByteBufAllocator alloc, RequestHead request, ResponseHead response, Framing framing,
-                        boolean keepAlive, long completeSize, int requestIdHeader) {
+                        boolean keepAlive, long completeSize, int requestIdHeader, byte[] hstsLine) {
         byte[] data = response.data();
         ByteBuf out = alloc.directBuffer(256 + data.length);
         out.writeBytes(STATUS_LINES[response.status()]);
@@ -146,13 +140,14 @@ final class ResponseEncoder {
             out.writeBytes(data, response.valueStart(i), response.valueLength(i));
             out.writeBytes(CRLF);
         }
-        if (requestIdHeader >= 0 && !hasHeader(response, "x-request-id")) {
+        if (requestIdHeader >= 0 && !response.has("x-request-id")) {
             out.writeBytes(REQUEST_ID);
             out.writeBytes(request.bytes(), request.valueStart(requestIdHeader), request.valueLength(requestIdHeader));
             out.writeBytes(CRLF);
         }
         if (!response.hasServer()) out.writeBytes(SERVER);
         if (!response.hasDate()) out.writeBytes(dateLine());
+        if (hstsLine != null && !response.has("strict-transport-security")) out.writeBytes(hstsLine);
         if (framing == Framing.LENGTH && response.contentLength() < 0) {
             out.writeBytes(CONTENT_LENGTH);
             out.writeCharSequence(Long.toString(completeSize), StandardCharsets.US_ASCII);
@@ -167,15 +162,6 @@ final class ResponseEncoder {
         }
         out.writeBytes(CRLF);
         return out;
-    }
-
-    /** Whether the application set the header itself; then its value stands. Only looked for when an option needs it. */
-    private static boolean hasHeader(ResponseHead response, String lowerCaseName) {
-        byte[] data = response.data();
-        for (int i = 0; i < response.count(); i++) {
-            if (HttpChars.equalsLowerCase(data, response.nameStart(i), response.nameLength(i), lowerCaseName)) return true;
-        }
-        return false;
     }
 
     /** The body length LENGTH framing lets through: the declared Content-Length, else the complete body's size. */

@@ -44,11 +44,11 @@ public final class Listeners {
         return bootstrap.channelFactory(factory).register().sync().channel();
     }
 
-    /** The address as the startup line shows it: http://host:port or unix:path. */
+    /** The address as the startup line shows it: http(s)://host:port or unix:path. */
     public static String describe(Channel listener, ServerSettings settings) {
         if (settings.unix() != null) return "unix:" + settings.unix();
         int port = listener.localAddress() instanceof InetSocketAddress bound ? bound.getPort() : settings.port();
         String host = settings.host().contains(":") ? "[" + settings.host() + "]" : settings.host();
-        return "http://" + host + ":" + port;
+        return (settings.tls() ? "https://" : "http://") + host + ":" + port;
     }
 }

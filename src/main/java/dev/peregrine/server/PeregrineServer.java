@@ -1,11 +1,12 @@
 package dev.peregrine.server;
 
+import dev.peregrine.tls.HttpsRedirect;
+import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
-import dev.peregrine.http1.Http1Initializer;
-import dev.peregrine.http1.Http1Settings;
+import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.HealthCheck;
 import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
@@ -43,8 +44,12 @@ public final class PeregrineServer {
     private final LinkedBlockingQueue<Stop> stops = new LinkedBlockingQueue<>();
     private volatile boolean serving;
 
-    public PeregrineServer(ServerSettings settings) {
+    /** Null without TLS. */
+    private final TlsContexts tls;
+
+    public PeregrineServer(ServerSettings settings, TlsContexts tls) {
         this.settings = settings;
+        this.tls = tls;
     }
 
     /** Serves until SIGTERM or SIGINT; returns the exit status. */
@@ -57,6 +62,9 @@ public final class PeregrineServer {
         Signal.handle(new Signal("HUP"), SupervisorLink.supervised()
                 // The supervisor decides about replacements; a hang-up of the terminal is not a request to stop.
                 ? signal -> { }
+                : tls != null
+                // One process cannot replace itself, but it can take new certificates (renewed on disk) for new connections.
+                ? signal -> tls.reload()
                 : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         WorkerMetrics metrics;
@@ -112,7 +120,7 @@ public final class PeregrineServer {
         }
 
         Connections connections = new Connections(settings.maxConnections(), metrics.recorder());
-        Http1Settings http1 = Http1Settings.from(settings);
+        HttpSettings http = HttpSettings.from(settings);
         HealthCheck health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath(), application);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
@@ -120,9 +128,12 @@ public final class PeregrineServer {
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(acceptors, workers)
                 .childOption(ChannelOption.AUTO_READ, false)
-                .childHandler(new Http1Initializer(http1, health != null ? health : application, connections));
+                .childHandler(new ConnectionInitializer(
+                        new Protocols(http, health != null ? health : application, connections, settings.http2(), settings.http2Only()),
+                        connections, tls, handshakeTimeout()));
         if (settings.unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
         Channel listener;
+        Channel redirect = null;
         SupervisorLink link;
         try {
             link = SupervisorLink.connectIfSupervised(acceptors, () -> stops.add(Stop.NOW));
@@ -136,10 +147,26 @@ public final class PeregrineServer {
             return 1;
         }
 
+        if (link == null && settings.redirectHttpPort() != null) {
+            // Under a supervisor, the supervisor answers the redirect port.
+            try {
+                redirect = HttpsRedirect.bind(acceptors, settings);
+            } catch (Exception e) {
+                System.err.println("peregrine: cannot listen on " + settings.host() + ":" + settings.redirectHttpPort() + " (--redirect-http): " + e.getMessage());
+                listener.close();
+                stopApplication(application);
+                acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+                workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+                return 1;
+            }
+        }
+
         serving = true;
         if (link == null) {
             LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
                     protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
+            if (tls != null) LOG.infof("TLS by %s, ALPN %s", tls.implementation(), tls.alpn());
+            if (redirect != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.redirectHttpPort());
             if (metrics.url() != null) LOG.infof("Metrics on %s", metrics.url());
         } else {
             LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", link.id(), ProcessHandle.current().pid(),
@@ -157,6 +184,7 @@ public final class PeregrineServer {
         LOG.info("Shutting down: finishing requests in flight");
         if (health != null) health.fail();
         listener.close().syncUninterruptibly();
+        if (redirect != null) redirect.close();
         connections.startDraining();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.gracefulTimeoutMillis());
         // Connections, not only requests: idle keep-alive connections close on their own within a moment,
@@ -181,6 +209,11 @@ public final class PeregrineServer {
         metrics.close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
+    }
+
+    /** A TLS handshake may take as long as a request may stall. */
+    private long handshakeTimeout() {
+        return settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : 30_000;
     }
 
     private void stopOrExit(Stop stop, int status) {

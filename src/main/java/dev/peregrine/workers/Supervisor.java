@@ -1,5 +1,6 @@
 package dev.peregrine.workers;
 
+import dev.peregrine.tls.HttpsRedirect;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
 import dev.peregrine.server.Listeners;
@@ -127,6 +128,21 @@ public final class Supervisor {
             return 1;
         }
 
+        Channel redirect = null;
+        if (settings.redirectHttpPort() != null) {
+            // The redirect port needs no application: the supervisor answers it, for all workers.
+            try {
+                redirect = HttpsRedirect.bind(group, settings);
+            } catch (Exception e) {
+                System.err.println("peregrine: cannot listen on " + settings.host() + ":" + settings.redirectHttpPort() + " (--redirect-http): " + e.getMessage());
+                if (metrics != null) metrics.close();
+                control.close();
+                listener.close();
+                group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+                return 1;
+            }
+        }
+
         Signal.handle(new Signal("TERM"), s -> events.add(new Stop("SIGTERM")));
         Signal.handle(new Signal("INT"), s -> events.add(new Stop("SIGINT")));
         Signal.handle(new Signal("HUP"), s -> events.add(new Replace("SIGHUP")));
@@ -141,6 +157,7 @@ public final class Supervisor {
         if (watcher != null) watcher.close();
         if (metrics != null) metrics.close();
         listener.close().syncUninterruptibly();
+        if (redirect != null) redirect.close();
         control.close();
         group.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         timers.shutdownNow();

@@ -147,12 +147,12 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        UsageException e = Cli.withSystemProperties(Map.of("peregrine.tls-cert", "cert.pem"),
+        UsageException e = Cli.withSystemProperties(Map.of("peregrine.http3", "true"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
-        assertEquals("--tls-cert is not supported yet", e.getMessage());
-        UsageException r = Cli.withSystemProperties(Map.of("peregrine.ktls", "true"),
+        assertEquals("--http3 is not supported yet", e.getMessage());
+        UsageException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
-        assertEquals("--ktls is not supported yet", r.getMessage());
-        assertTrue(Cli.withSystemProperties(Map.of("peregrine.ktls", "false"), () -> Cli.settings("main:app")).lifespan());
+        assertEquals("--static-dir is not supported yet", r.getMessage());
+        assertTrue(Cli.withSystemProperties(Map.of("peregrine.http3", "false"), () -> Cli.settings("main:app")).lifespan());
     }
 }

@@ -147,21 +147,14 @@ class ServerSettingsTest {
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
-                arguments("--http2-only", "--http2-only"),
                 arguments("--http3", "--http3"),
                 arguments("--quic-port", "--quic-port 8443"),
-                arguments("--tls-cert", "--tls-cert x"),
-                arguments("--tls-key", "--tls-key k.pem"),
-                arguments("--tls-ciphers", "--tls-ciphers HIGH"),
-                arguments("--ktls", "--ktls"),
                 arguments("--acme-domain", "--acme-domain example.com"),
                 arguments("--acme-email", "--acme-email a@example.com"),
                 arguments("--acme-cache", "--acme-cache ./acme"),
                 arguments("--acme-staging", "--acme-staging"),
                 arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
                 arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
-                arguments("--redirect-http", "--redirect-http 80"),
-                arguments("--hsts", "--hsts 31536000"),
                 arguments("--static-dir", "--static-dir /a=b"),
                 arguments("--rate-limit", "--rate-limit 100/s"),
                 arguments("--rate-limit-burst", "--rate-limit-burst 10"),
@@ -182,6 +175,60 @@ class ServerSettingsTest {
         assertEquals(option + " is not supported yet", e.getMessage());
     }
 
+    // ---- 8. TLS and HTTP/2 options
+
+    @Test
+    void tlsPairsAreKeptInOrderAndTurnTheSchemeToHttps() {
+        ServerSettings s = Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--tls-cert", "b.pem", "--tls-key", "b.key", "main:app");
+        assertEquals(List.of(new ServerSettings.CertificatePair(java.nio.file.Path.of("a.pem"), java.nio.file.Path.of("a.key")),
+                new ServerSettings.CertificatePair(java.nio.file.Path.of("b.pem"), java.nio.file.Path.of("b.key"))), s.tlsCertificates());
+        assertEquals("https", s.scheme());
+        assertEquals("http", Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--scheme", "http", "main:app").scheme());
+        assertEquals("http", Cli.settings("main:app").scheme());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"--tls-cert a.pem", "--tls-key a.key", "--tls-cert a.pem --tls-key a.key --tls-cert b.pem"})
+    void certificatesAndKeysComeInPairs(String argLine) {
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.add("main:app");
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        assertTrue(e.getMessage().contains(argLine.endsWith("a.key") ? "'--tls-key'" : "'--tls-cert'"), e.getMessage());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"--redirect-http 8080", "--hsts 60", "--tls-ciphers HIGH"})
+    void tlsOnlyOptionsNeedTls(String argLine) {
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.add("main:app");
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        assertTrue(e.getMessage().startsWith("option '" + argLine.split(" ")[0] + "' needs"), e.getMessage());
+    }
+
+    @Test
+    void ktlsIsRefusedWithTheReason() {
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--ktls", "main:app"));
+        assertTrue(e.getMessage().startsWith("option '--ktls' is not available: "), e.getMessage());
+    }
+
+    @Test
+    void http2OptionsExcludeEachOther() {
+        assertTrue(Cli.settings("main:app").http2());
+        assertFalse(Cli.settings("--no-http2", "main:app").http2());
+        assertTrue(Cli.settings("--http2-only", "main:app").http2Only());
+        assertThrows(UsageException.class, () -> Cli.settings("--no-http2", "--http2-only", "main:app"));
+    }
+
+    @Test
+    void hstsAndRedirectValues() {
+        ServerSettings s = Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "600", "--redirect-http", "8080", "main:app");
+        assertEquals(600, s.hstsSeconds());
+        assertEquals(8080, s.redirectHttpPort());
+        assertEquals(-1, Cli.settings("main:app").hstsSeconds());
+        assertThrows(UsageException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--redirect-http", "8000", "main:app"));
+        assertThrows(UsageException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "-1", "main:app"));
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"--workers 1", "--no-http2", "--no-websockets", "--drain-delay 0", "--workers 1 --no-http2 --no-websockets"})
     void builtOrHarmlessValuesAreAccepted(String argLine) {
@@ -199,7 +246,10 @@ class ServerSettingsTest {
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
-            "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress");
+            "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
+            "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts",
+            // Refused with its own reason (ktlsIsRefusedWithTheReason).
+            "--ktls");
 
     @Test
     void webSocketOptionsAreCarriedThroughAndChecked() {

@@ -1,0 +1,558 @@
+package dev.peregrine.http2;
+
+import dev.peregrine.http.Application;
+import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.StatusReasons;
+import dev.peregrine.http.WakeupBatch;
+import dev.peregrine.http1.AddedHeaders;
+import dev.peregrine.http1.RequestHead;
+import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.proxy.ForwardedHeaders;
+import dev.peregrine.server.Connections;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelDuplexHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http2.DefaultHttp2DataFrame;
+import io.netty.handler.codec.http2.DefaultHttp2Headers;
+import io.netty.handler.codec.http2.DefaultHttp2HeadersFrame;
+import io.netty.handler.codec.http2.DefaultHttp2ResetFrame;
+import io.netty.handler.codec.http2.DefaultHttp2WindowUpdateFrame;
+import io.netty.handler.codec.http2.Http2DataFrame;
+import io.netty.handler.codec.http2.Http2Error;
+import io.netty.handler.codec.http2.Http2Exception;
+import io.netty.handler.codec.http2.Http2FrameCodec;
+import io.netty.handler.codec.http2.Http2FrameStream;
+import io.netty.handler.codec.http2.Http2FrameStreamEvent;
+import io.netty.handler.codec.http2.Http2FrameStreamException;
+import io.netty.handler.codec.http2.Http2HeadersFrame;
+import io.netty.handler.codec.http2.Http2ResetFrame;
+import io.netty.handler.codec.http2.Http2Stream;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.util.AsciiString;
+import io.netty.util.ReferenceCountUtil;
+import io.netty.util.collection.IntObjectHashMap;
+import io.netty.util.concurrent.ScheduledFuture;
+
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One HTTP/2 connection, after Netty's frame codec: each stream is one call of the application, with
+ * the same exchange interface as HTTP/1.1.
+ *
+ * <p>Flow control is tied to the application. A DATA frame is acknowledged to the client (its bytes
+ * returned to the stream's window) only when the application takes it, so a stream whose application
+ * does not read stops its client after one window; the connection window is large enough for every
+ * stream's, so that such a stream never stalls the others. Responses go out as the client's windows
+ * allow; above a small amount queued, the application is told to wait ({@link HttpExchange#writable}).
+ * The connection reads all the time, except while the client does not read what is written to it.
+ */
+final class Http2Connection extends ChannelDuplexHandler {
+    /** Above this much queued response data on a stream, a sender is told to wait. */
+    private static final long QUEUED_HIGH_WATER = 256 * 1024;
+
+    private final HttpSettings settings;
+    private final Application application;
+    private final Connections connections;
+    private final RequestMetrics metrics;
+    private final IntObjectHashMap<Exchange> streams = new IntObjectHashMap<>();
+    private final int spareBytes;
+    private final int spareHeaders;
+    private final AsciiString hsts;
+
+    private ChannelHandlerContext ctx;
+    private Http2FrameCodec codec;
+    private InetSocketAddress peer;
+    private boolean peerIsTrustedProxy;
+    private long lastActivity;
+    private ScheduledFuture<?> timer;
+    private boolean closed;
+
+    Http2Connection(HttpSettings settings, Application application, Connections connections) {
+        this.settings = settings;
+        this.application = application;
+        this.connections = connections;
+        this.metrics = connections.metrics();
+        this.spareBytes = AddedHeaders.spareBytes(settings);
+        this.spareHeaders = AddedHeaders.spareHeaders(settings);
+        this.hsts = settings.hsts() == null ? null : AsciiString.cached(settings.hsts());
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
+        this.codec = ctx.pipeline().get(Http2FrameCodec.class);
+        peer = ctx.channel().remoteAddress() instanceof InetSocketAddress inet ? inet : null;
+        peerIsTrustedProxy = settings.trustedProxies().trustsPeerOf(ctx.channel());
+        lastActivity = System.nanoTime();
+        // Every stream's window fits in the connection's: a stream the application does not read cannot stall the others.
+        int connectionWindow = Http2Setup.MAX_CONCURRENT_STREAMS * Http2Setup.STREAM_WINDOW;
+        ctx.write(new DefaultHttp2WindowUpdateFrame(connectionWindow - Http2Setup.STREAM_WINDOW));
+        ctx.flush();
+        armTimer();
+        // A stream's body is held back by its window, not by pausing the socket: HTTP/2 reads all the time.
+        ctx.channel().config().setAutoRead(true);
+    }
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        lastActivity = System.nanoTime();
+        if (msg instanceof Http2HeadersFrame headers) {
+            onHeaders(headers);
+        } else if (msg instanceof Http2DataFrame data) {
+            onData(data);
+        } else if (msg instanceof Http2ResetFrame reset) {
+            Exchange exchange = streams.remove(reset.stream().id());
+            if (exchange != null) exchange.cut();
+        } else {
+            ReferenceCountUtil.release(msg); // SETTINGS, PING, GOAWAY, WINDOW_UPDATE...: the codec acted on them
+        }
+    }
+
+    @Override
+    public void channelReadComplete(ChannelHandlerContext ctx) {
+        ctx.flush();
+    }
+
+    @Override
+    public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+        // A client that does not read its responses gets no more requests read either.
+        ctx.channel().config().setAutoRead(ctx.channel().isWritable());
+        ctx.fireChannelWritabilityChanged();
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+        if (evt instanceof Http2FrameStreamEvent event && event.type() == Http2FrameStreamEvent.Type.Writability) {
+            Exchange exchange = streams.get(event.stream().id());
+            if (exchange != null) exchange.windowChanged();
+            return;
+        }
+        if (evt == Connections.DrainEvent.INSTANCE) {
+            // The codec sends GOAWAY, lets the open streams finish (up to --graceful-timeout), then closes.
+            ctx.close();
+            return;
+        }
+        ctx.fireUserEventTriggered(evt);
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        if (cause instanceof Http2FrameStreamException streamError) {
+            // The codec has reset the stream already; the application learns that its client is gone.
+            Exchange exchange = streams.remove(streamError.stream().id());
+            if (exchange != null) exchange.cut();
+            return;
+        }
+        // A connection error: the codec sends GOAWAY with its code (PROTOCOL_ERROR, ENHANCE_YOUR_CALM...) and
+        // closes right after telling us; a close from here would send a GOAWAY saying NO_ERROR first.
+        if (cause instanceof Http2Exception) return;
+        ctx.close();
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        closed = true;
+        if (timer != null) timer.cancel(false);
+        List<Exchange> open = new ArrayList<>(streams.values());
+        streams.clear();
+        for (Exchange exchange : open) exchange.cut();
+        ctx.fireChannelInactive();
+    }
+
+    private void onHeaders(Http2HeadersFrame frame) {
+        Http2FrameStream stream = frame.stream();
+        Exchange existing = streams.get(stream.id());
+        if (existing != null) {
+            existing.onTrailers(frame.isEndStream()); // trailers: the application is not shown them
+            return;
+        }
+        RequestHead head;
+        try {
+            head = Http2RequestHeads.build(frame.headers(), frame.isEndStream(), spareBytes, spareHeaders);
+        } catch (Http2RequestHeads.Malformed e) {
+            ctx.write(new DefaultHttp2ResetFrame(Http2Error.PROTOCOL_ERROR).stream(stream));
+            return;
+        }
+        if (head.contentLength() > settings.maxBody()) {
+            refuse(stream, head, 413, "request body larger than --max-body");
+            return;
+        }
+        Exchange exchange = new Exchange(stream, head, frame.isEndStream());
+        if (peerIsTrustedProxy) exchange.useForwarded(ForwardedHeaders.resolve(head, settings.trustedProxies()));
+        if (settings.requestId()) exchange.requestId = requestIdOf(head, AddedHeaders.requestId(head));
+        if (settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), peerIsTrustedProxy);
+        streams.put(stream.id(), exchange);
+        connections.requestStarted();
+        application.dispatch(exchange);
+    }
+
+    private static AsciiString requestIdOf(RequestHead head, int header) {
+        return new AsciiString(head.bytes(), head.valueStart(header), head.valueLength(header), true);
+    }
+
+    private void onData(Http2DataFrame frame) {
+        Exchange exchange = streams.get(frame.stream().id());
+        if (exchange == null) {
+            // A stream already answered or reset: its bytes go back to the windows at once.
+            consume(frame.stream(), frame.initialFlowControlledBytes());
+            frame.release();
+            return;
+        }
+        exchange.onData(frame);
+    }
+
+    /** Returns {@code bytes} of a stream's DATA to the client's windows (a WINDOW_UPDATE when enough has been consumed). */
+    private void consume(Http2FrameStream stream, int bytes) {
+        if (bytes > 0 && codec.connection().stream(stream.id()) != null) {
+            ctx.write(new DefaultHttp2WindowUpdateFrame(bytes).stream(stream));
+        }
+    }
+
+    /** A request the server answers itself, without the application. */
+    private void refuse(Http2FrameStream stream, HttpRequestHead head, int status, String reason) {
+        byte[] text = (StatusReasons.reason(status) + ": " + reason + "\n").getBytes(StandardCharsets.UTF_8);
+        DefaultHttp2Headers headers = new DefaultHttp2Headers(false);
+        headers.status(HttpResponseStatus.valueOf(status).codeAsText());
+        headers.add("content-type", "text/plain; charset=utf-8");
+        headers.add("content-length", Integer.toString(text.length));
+        ctx.write(new DefaultHttp2HeadersFrame(headers, false).stream(stream));
+        ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
+        // The rest of the body is not wanted: the client stops sending it.
+        if (codec.connection().stream(stream.id()) != null && codec.connection().stream(stream.id()).state() != Http2Stream.State.CLOSED) {
+            ctx.write(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
+        }
+        ctx.flush();
+        metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, System.nanoTime(), 0, text.length);
+    }
+
+    private long epochMicros() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
+    }
+
+    // ---- timeouts: a connection without streams is closed (with GOAWAY) after --keep-alive; a stream whose
+    // body stalls while the application waits for it is cut after --request-timeout. One timer per connection.
+
+    private void armTimer() {
+        long keepAlive = settings.keepAliveMillis() > 0 ? settings.keepAliveMillis() : Long.MAX_VALUE;
+        long request = settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : Long.MAX_VALUE;
+        long tick = Math.min(keepAlive, request);
+        timer = ctx.executor().schedule(this::checkTimeouts, tick == Long.MAX_VALUE ? 1000 : Math.max(10, tick / 2), TimeUnit.MILLISECONDS);
+    }
+
+    private void checkTimeouts() {
+        if (closed) return;
+        long now = System.nanoTime();
+        if (settings.keepAliveMillis() > 0 && streams.isEmpty() && now - lastActivity >= TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis())) {
+            ctx.close();
+            return;
+        }
+        if (settings.requestTimeoutMillis() > 0 && !streams.isEmpty()) {
+            long limit = TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMillis());
+            for (Exchange exchange : new ArrayList<>(streams.values())) {
+                if (exchange.waitingForClient() && now - exchange.lastData >= limit) exchange.timedOut();
+            }
+            ctx.flush();
+        }
+        armTimer();
+    }
+
+    /** One stream: the transport side of one request. */
+    final class Exchange implements HttpExchange {
+        private final Http2FrameStream stream;
+        private final RequestHead head;
+        private final long startNanos = System.nanoTime();
+        private final AtomicLong queued = new AtomicLong();
+        private final ArrayDeque<Http2DataFrame> pending = new ArrayDeque<>(2);
+        private BodyReceiver receiver;
+        private boolean demanded;
+        private boolean requestEnded;
+        private boolean endDelivered;
+        private long bodyReceived;
+        private volatile boolean cut;
+        private volatile boolean windowOpen = true;
+        private boolean done;
+        private boolean headSent;
+        private boolean bodyless;
+        private int status;
+        private long bytesSent;
+        /** Bytes of the declared content-length not yet sent, or -1. */
+        private long lengthLeft = -1;
+        private List<Runnable> writableTasks;
+        private InetSocketAddress client = peer;
+        private String scheme = settings.scheme();
+        private AsciiString requestId;
+        /** When the client last sent body (or the stream began). */
+        private long lastData = System.nanoTime();
+
+        Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
+            this.stream = stream;
+            this.head = head;
+            this.requestEnded = requestEnded;
+        }
+
+        @Override public HttpRequestHead head() { return head; }
+        @Override public String httpVersion() { return "2"; }
+        @Override public String scheme() { return scheme; }
+        @Override public InetSocketAddress remoteAddress() { return client; }
+        @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
+        @Override public boolean disconnected() { return cut; }
+
+        void useForwarded(ForwardedHeaders.Origin origin) {
+            if (origin == null) return;
+            if (origin.client() != null) client = origin.client();
+            if (origin.scheme() != null) scheme = origin.scheme();
+        }
+
+        @Override
+        public void receiveBody(BodyReceiver receiver) {
+            this.receiver = receiver;
+            if (cut) receiver.onDisconnect();
+        }
+
+        @Override
+        public void demand() {
+            onLoop(() -> {
+                if (cut) return;
+                demanded = true;
+                pump();
+                ctx.flush();
+            });
+        }
+
+        private void onLoop(Runnable task) {
+            if (ctx.executor().inEventLoop()) task.run();
+            else ctx.executor().execute(task);
+        }
+
+        void onData(Http2DataFrame frame) {
+            lastData = System.nanoTime();
+            if (frame.isEndStream()) requestEnded = true;
+            bodyReceived += frame.content().readableBytes();
+            if (bodyReceived > settings.maxBody()) {
+                consume(stream, frame.initialFlowControlledBytes());
+                frame.release();
+                bodyTooLarge();
+                return;
+            }
+            if (done) {
+                consume(stream, frame.initialFlowControlledBytes());
+                frame.release();
+                return;
+            }
+            pending.add(frame);
+            pump();
+        }
+
+        void onTrailers(boolean endStream) {
+            if (endStream) {
+                requestEnded = true;
+                pump();
+            }
+        }
+
+        /** Hands the application one piece of body per demand, acknowledging it to the client as it goes. */
+        private void pump() {
+            while (demanded && receiver != null && !cut) {
+                Http2DataFrame frame = pending.poll();
+                if (frame != null) {
+                    consume(stream, frame.initialFlowControlledBytes());
+                    ByteBuf data = frame.content();
+                    if (!data.isReadable()) {
+                        data.release();
+                        continue;
+                    }
+                    demanded = false;
+                    receiver.onBody(data);
+                } else if (requestEnded) {
+                    if (!endDelivered) {
+                        endDelivered = true;
+                        demanded = false;
+                        receiver.onBodyEnd();
+                    }
+                    return;
+                } else {
+                    return;
+                }
+            }
+        }
+
+        boolean waitingForClient() {
+            return demanded && !requestEnded && pending.isEmpty();
+        }
+
+        /** The body stalled: 408 if nothing was answered yet, and the stream ends either way. */
+        void timedOut() {
+            streams.remove(stream.id());
+            boolean answered = headSent;
+            cut();
+            if (answered) ctx.write(new DefaultHttp2ResetFrame(Http2Error.CANCEL).stream(stream));
+            else refuse(stream, head, 408, "request timed out");
+        }
+
+        private void bodyTooLarge() {
+            streams.remove(stream.id());
+            boolean answered = headSent;
+            cut();
+            if (answered) ctx.write(new DefaultHttp2ResetFrame(Http2Error.CANCEL).stream(stream));
+            else refuse(stream, head, 413, "request body larger than --max-body");
+            ctx.flush();
+        }
+
+        @Override
+        public void send(ResponseHead responseHead, ByteBuf body, boolean last) {
+            send(responseHead, body, last, null);
+        }
+
+        @Override
+        public void send(ResponseHead responseHead, ByteBuf body, boolean last, WakeupBatch batch) {
+            int size = body == null ? 0 : body.readableBytes();
+            queued.addAndGet(size);
+            if (ctx.executor().inEventLoop()) {
+                write(responseHead, body, last, size);
+            } else if (batch != null) {
+                batch.submit(ctx.executor(), () -> write(responseHead, body, last, size));
+            } else {
+                ctx.executor().execute(() -> write(responseHead, body, last, size));
+            }
+        }
+
+        private void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
+            queued.addAndGet(-size);
+            if (cut || done) {
+                if (body != null) body.release();
+                return;
+            }
+            if (responseHead != null) {
+                status = responseHead.status();
+                headSent = true;
+                bodyless = head.method().equals("HEAD") || status < 200 || status == 204 || status == 304;
+                lengthLeft = responseHead.contentLength();
+                boolean endNow = last && (bodyless || size == 0) && lengthLeft <= 0;
+                ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, hsts), endNow)
+                        .stream(stream));
+                if (endNow) {
+                    if (body != null) body.release();
+                    finish();
+                    return;
+                }
+            }
+            if (bodyless || body == null || size == 0) {
+                if (body != null) body.release();
+                if (last) end(Unpooled.EMPTY_BUFFER);
+                else ctx.flush();
+                return;
+            }
+            if (lengthLeft >= 0) {
+                if (size > lengthLeft) body.writerIndex(body.readerIndex() + (int) lengthLeft); // never more than declared
+                lengthLeft -= body.readableBytes();
+            }
+            bytesSent += body.readableBytes();
+            if (last) {
+                end(body);
+            } else {
+                ctx.writeAndFlush(new DefaultHttp2DataFrame(body, false).stream(stream));
+            }
+        }
+
+        /** The last piece: ends the stream, or resets it when fewer bytes came than the declared content-length. */
+        private void end(ByteBuf last) {
+            boolean complete = lengthLeft <= 0 || bodyless;
+            ctx.write(new DefaultHttp2DataFrame(last, complete).stream(stream));
+            if (!complete) ctx.write(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
+            finish();
+        }
+
+        /** The response is complete: count and log it, and tell the client to stop sending a body nobody reads. */
+        private void finish() {
+            done = true;
+            streams.remove(stream.id());
+            connections.requestEnded();
+            metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, startNanos, bodyReceived, bytesSent);
+            if (settings.accessLog() != null) settings.accessLog().log(this, status, bytesSent, startNanos);
+            if (!requestEnded) ctx.write(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
+            releasePending();
+            ctx.flush();
+        }
+
+        private void releasePending() {
+            Http2DataFrame frame;
+            while ((frame = pending.poll()) != null) {
+                consume(stream, frame.initialFlowControlledBytes());
+                frame.release();
+            }
+        }
+
+        /** The stream was reset or the connection is gone: the application learns it, nothing more is written. */
+        void cut() {
+            if (cut) return;
+            cut = true;
+            if (!done) {
+                done = true;
+                connections.requestEnded();
+            }
+            Http2DataFrame frame;
+            while ((frame = pending.poll()) != null) frame.release();
+            if (receiver != null) receiver.onDisconnect();
+            runWritableTasks();
+        }
+
+        @Override
+        public void abort() {
+            onLoop(() -> {
+                if (cut) return;
+                boolean answering = !done;
+                streams.remove(stream.id());
+                cut();
+                if (answering && !closed) ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
+            });
+        }
+
+        @Override
+        public boolean writable() {
+            return queued.get() < QUEUED_HIGH_WATER && windowOpen;
+        }
+
+        void windowChanged() {
+            Http2Stream s = codec.connection().stream(stream.id());
+            windowOpen = s == null || codec.connection().remote().flowController().isWritable(s);
+            if (windowOpen) runWritableTasks();
+        }
+
+        @Override
+        public void whenWritable(Runnable task) {
+            ctx.executor().execute(() -> {
+                if (cut || windowOpen) {
+                    task.run();
+                } else {
+                    if (writableTasks == null) writableTasks = new ArrayList<>(1);
+                    writableTasks.add(task);
+                }
+            });
+        }
+
+        private void runWritableTasks() {
+            List<Runnable> tasks = writableTasks;
+            writableTasks = null;
+            if (tasks != null) tasks.forEach(Runnable::run);
+        }
+    }
+
+    private static InetSocketAddress inet(SocketAddress address) {
+        return address instanceof InetSocketAddress inet ? inet : null;
+    }
+}

@@ -1,0 +1,263 @@
+package dev.peregrine.tls;
+
+import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.cli.ServerSettings.CertificatePair;
+import dev.peregrine.cli.UsageException;
+import io.netty.handler.ssl.ApplicationProtocolConfig;
+import io.netty.handler.ssl.ApplicationProtocolNames;
+import io.netty.handler.ssl.OpenSsl;
+import io.netty.handler.ssl.SniHandler;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslContextBuilder;
+import io.netty.handler.ssl.SslProvider;
+import io.netty.util.DomainWildcardMappingBuilder;
+import io.netty.util.Mapping;
+import org.bouncycastle.asn1.pkcs.PrivateKeyInfo;
+import org.bouncycastle.openssl.PEMKeyPair;
+import org.bouncycastle.openssl.PEMParser;
+import org.bouncycastle.openssl.jcajce.JcaPEMKeyConverter;
+import org.jboss.logging.Logger;
+
+import javax.naming.ldap.LdapName;
+import javax.naming.ldap.Rdn;
+import javax.net.ssl.SSLException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.security.PrivateKey;
+import java.security.Signature;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateException;
+import java.security.cert.CertificateFactory;
+import java.security.cert.X509Certificate;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+
+/**
+ * The server's TLS contexts, one per --tls-cert/--tls-key pair, and the choice between them by SNI.
+ * The first pair answers clients that send no name or a name no certificate carries.
+ *
+ * <p>Every file is read and checked here, before anything is served, so that a bad certificate or key
+ * ends the start with one line naming it. {@link #reload} reads the files again (SIGHUP): new
+ * connections get the new contexts, established ones keep theirs.
+ */
+public final class TlsContexts {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+    /** Set to "jdk" to measure the JDK's TLS against BoringSSL (docs/TRANSPORT.md). */
+    private static final String PROVIDER_PROPERTY = "peregrine.tls-provider";
+    private static final List<String> TLS13_SUITES = List.of("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
+
+    private final List<CertificatePair> pairs;
+    private final String ciphers;
+    private final List<String> alpn;
+    private final SslProvider provider;
+    private volatile Mapping<String, SslContext> byName;
+
+    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn) {
+        this.pairs = pairs;
+        this.ciphers = ciphers;
+        this.alpn = alpn;
+        this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
+    }
+
+    /** Loads every pair of {@code settings}; a file that cannot be used is a {@link UsageException} naming it. */
+    public static TlsContexts load(ServerSettings settings) {
+        List<String> alpn = settings.http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
+                : settings.http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
+                : List.of(ApplicationProtocolNames.HTTP_1_1);
+        TlsContexts contexts = new TlsContexts(settings.tlsCertificates(), settings.tlsCiphers(), alpn);
+        contexts.byName = contexts.build();
+        return contexts;
+    }
+
+    /** "BoringSSL" or "JDK": which TLS implementation serves. */
+    public String implementation() {
+        return provider == SslProvider.OPENSSL ? "BoringSSL" : "JDK";
+    }
+
+    /** The protocols offered by ALPN, in order of preference. */
+    public List<String> alpn() {
+        return alpn;
+    }
+
+    /** A handler that reads the client's hello and puts in the TLS handler of the certificate it names. */
+    public SniHandler newHandler(long handshakeTimeoutMillis) {
+        Mapping<String, SslContext> current = byName;
+        // Bounds the ClientHello a client may send before a certificate is chosen (a few KiB in practice).
+        return new SniHandler(current, 16 * 1024, handshakeTimeoutMillis);
+    }
+
+    /** Reads the certificate files again; on failure the contexts in use stay, and the reason is logged. */
+    public void reload() {
+        try {
+            byName = build();
+            LOG.info("Reloaded the TLS certificates");
+        } catch (UsageException e) {
+            LOG.errorf("Could not reload the TLS certificates, the previous ones stay in use: %s", e.getMessage());
+        }
+    }
+
+    private Mapping<String, SslContext> build() {
+        SslContext first = null;
+        DomainWildcardMappingBuilder<SslContext> mapping = null;
+        for (CertificatePair pair : pairs) {
+            X509Certificate[] chain = readChain(pair.certificate());
+            PrivateKey key = readKey(pair.key());
+            checkPair(chain[0], key, pair);
+            SslContext context = context(chain, key, pair);
+            if (first == null) {
+                first = context;
+                mapping = new DomainWildcardMappingBuilder<>(pairs.size() * 4 + 1, first);
+            }
+            for (String name : names(chain[0])) mapping.add(name, context);
+        }
+        return mapping.build();
+    }
+
+    private SslContext context(X509Certificate[] chain, PrivateKey key, CertificatePair pair) {
+        SslContextBuilder builder = SslContextBuilder.forServer(key, chain)
+                .sslProvider(provider)
+                .protocols("TLSv1.3", "TLSv1.2")
+                .applicationProtocolConfig(new ApplicationProtocolConfig(ApplicationProtocolConfig.Protocol.ALPN,
+                        ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
+                        ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT, alpn));
+        if (ciphers != null) {
+            List<String> suites = new ArrayList<>();
+            for (String cipher : ciphers.split("[:,]")) {
+                if (!cipher.isBlank()) suites.add(cipher.trim());
+            }
+            if (suites.isEmpty()) throw new UsageException("invalid value for option '--tls-ciphers': no cipher named");
+            // The list is for TLS 1.2, as with OpenSSL; TLS 1.3 keeps its own suites.
+            suites.addAll(TLS13_SUITES);
+            builder.ciphers(suites);
+        }
+        try {
+            SslContext context = builder.build();
+            if (ciphers != null) checkCiphers(context);
+            return context;
+        } catch (SSLException | IllegalArgumentException e) {
+            if (ciphers != null && String.valueOf(e.getMessage()).toLowerCase(Locale.ROOT).contains("cipher")) {
+                throw new UsageException("invalid value for option '--tls-ciphers': " + e.getMessage());
+            }
+            throw new UsageException("option '--tls-cert' " + pair.certificate() + " with '--tls-key' " + pair.key() + ": " + e.getMessage());
+        }
+    }
+
+    /** An unknown cipher name is dropped silently by the TLS libraries: refuse a list that leaves no TLS 1.2 cipher. */
+    private void checkCiphers(SslContext context) {
+        boolean tls12 = context.cipherSuites().stream().anyMatch(suite -> !TLS13_SUITES.contains(suite));
+        if (!tls12) throw new UsageException("invalid value for option '--tls-ciphers': '" + ciphers + "' names no cipher this TLS library knows");
+    }
+
+    private static X509Certificate[] readChain(Path file) {
+        Collection<? extends Certificate> certificates;
+        try (InputStream in = Files.newInputStream(file)) {
+            certificates = CertificateFactory.getInstance("X.509").generateCertificates(in);
+        } catch (NoSuchFileException e) {
+            throw new UsageException("option '--tls-cert': " + file + " does not exist");
+        } catch (IOException e) {
+            throw new UsageException("option '--tls-cert': cannot read " + file + ": " + e.getMessage());
+        } catch (CertificateException e) {
+            throw new UsageException("option '--tls-cert': " + file + " holds no valid PEM certificate: " + firstLine(e.getMessage()));
+        }
+        if (certificates.isEmpty()) throw new UsageException("option '--tls-cert': " + file + " holds no PEM certificate");
+        return certificates.stream().map(X509Certificate.class::cast).toArray(X509Certificate[]::new);
+    }
+
+    /**
+     * Reads PKCS#8 and the traditional formats (PKCS#1 RSA, SEC1 EC) through Bouncy Castle's PEM parser:
+     * the JDK reads PKCS#8 only, and OpenSSL writes the traditional formats by default in older versions.
+     */
+    private static PrivateKey readKey(Path file) {
+        Object pem;
+        try (Reader reader = Files.newBufferedReader(file, java.nio.charset.StandardCharsets.US_ASCII); PEMParser parser = new PEMParser(reader)) {
+            pem = parser.readObject();
+            while (pem != null && !(pem instanceof PEMKeyPair) && !(pem instanceof PrivateKeyInfo)) {
+                pem = parser.readObject(); // e.g. "EC PARAMETERS" ahead of the key
+            }
+        } catch (NoSuchFileException e) {
+            throw new UsageException("option '--tls-key': " + file + " does not exist");
+        } catch (IOException | RuntimeException e) {
+            throw new UsageException("option '--tls-key': " + file + " holds no readable PEM private key: " + firstLine(e.getMessage()));
+        }
+        if (pem == null) {
+            throw new UsageException("option '--tls-key': " + file + " holds no unencrypted PEM private key");
+        }
+        try {
+            JcaPEMKeyConverter converter = new JcaPEMKeyConverter();
+            return pem instanceof PEMKeyPair pair ? converter.getKeyPair(pair).getPrivate() : converter.getPrivateKey((PrivateKeyInfo) pem);
+        } catch (IOException e) {
+            throw new UsageException("option '--tls-key': " + file + ": unusable private key: " + firstLine(e.getMessage()));
+        }
+    }
+
+    /** Signs with the key and verifies with the certificate: the one check that works for every key type. */
+    private static void checkPair(X509Certificate certificate, PrivateKey key, CertificatePair pair) {
+        String algorithm = switch (key.getAlgorithm()) {
+            case "RSA" -> "SHA256withRSA";
+            case "EC", "ECDSA" -> "SHA256withECDSA";
+            case "Ed25519", "EdDSA" -> "Ed25519";
+            case "RSASSA-PSS" -> "RSASSA-PSS";
+            default -> throw new UsageException("option '--tls-key': " + pair.key() + " holds a " + key.getAlgorithm() + " key, which is not supported");
+        };
+        boolean matches;
+        try {
+            byte[] probe = "peregrine".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+            Signature signer = Signature.getInstance(algorithm);
+            if (algorithm.equals("RSASSA-PSS")) signer.setParameter(new java.security.spec.PSSParameterSpec("SHA-256", "MGF1",
+                    java.security.spec.MGF1ParameterSpec.SHA256, 32, 1));
+            signer.initSign(key);
+            signer.update(probe);
+            byte[] signature = signer.sign();
+            Signature verifier = Signature.getInstance(algorithm);
+            if (algorithm.equals("RSASSA-PSS")) verifier.setParameter(new java.security.spec.PSSParameterSpec("SHA-256", "MGF1",
+                    java.security.spec.MGF1ParameterSpec.SHA256, 32, 1));
+            verifier.initVerify(certificate.getPublicKey());
+            verifier.update(probe);
+            matches = verifier.verify(signature);
+        } catch (java.security.GeneralSecurityException e) {
+            matches = false;
+        }
+        if (!matches) {
+            throw new UsageException("option '--tls-key': " + pair.key() + " is not the private key of the certificate in " + pair.certificate());
+        }
+    }
+
+    /** The DNS names of the subjectAltName extension, or the subject's CN when there are none. */
+    static Set<String> names(X509Certificate certificate) {
+        Set<String> names = new LinkedHashSet<>();
+        try {
+            Collection<List<?>> alternatives = certificate.getSubjectAlternativeNames();
+            if (alternatives != null) {
+                for (List<?> entry : alternatives) {
+                    if (entry.size() >= 2 && Integer.valueOf(2).equals(entry.get(0))) names.add(String.valueOf(entry.get(1)).toLowerCase(Locale.ROOT));
+                }
+            }
+        } catch (java.security.cert.CertificateParsingException ignored) {
+            // An unreadable extension names nothing; the CN may still.
+        }
+        if (names.isEmpty()) {
+            try {
+                for (Rdn rdn : new LdapName(certificate.getSubjectX500Principal().getName()).getRdns()) {
+                    if (rdn.getType().equalsIgnoreCase("CN")) names.add(String.valueOf(rdn.getValue()).toLowerCase(Locale.ROOT));
+                }
+            } catch (javax.naming.InvalidNameException ignored) {
+                // No usable CN: the certificate is reachable as the default only.
+            }
+        }
+        return names;
+    }
+
+    private static String firstLine(String message) {
+        if (message == null) return "unreadable";
+        int end = message.indexOf('\n');
+        return end < 0 ? message : message.substring(0, end);
+    }
+}
