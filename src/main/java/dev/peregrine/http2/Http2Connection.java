@@ -17,6 +17,7 @@ import dev.peregrine.server.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelDuplexHandler;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http2.DefaultHttp2DataFrame;
 import io.netty.handler.codec.http2.DefaultHttp2Headers;
@@ -230,13 +231,24 @@ final class Http2Connection extends ChannelDuplexHandler {
         headers.add("content-type", "text/plain; charset=utf-8");
         headers.add("content-length", Integer.toString(text.length));
         ctx.write(new DefaultHttp2HeadersFrame(headers, false).stream(stream));
-        ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
-        // The rest of the body is not wanted: the client stops sending it.
-        if (codec.connection().stream(stream.id()) != null && codec.connection().stream(stream.id()).state() != Http2Stream.State.CLOSED) {
-            ctx.write(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
-        }
+        ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
+        stopBody(stream, last);
         ctx.flush();
         metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, System.nanoTime(), 0, text.length);
+    }
+
+    /**
+     * After a complete response, tells a client still sending a body nobody will read to stop
+     * (RST_STREAM NO_ERROR, RFC 9113 8.1). Only once the response's last frame is written: DATA waits in
+     * the flow controller, and a reset ahead of it would make the client drop the response.
+     */
+    private void stopBody(Http2FrameStream stream, ChannelFuture lastFrame) {
+        lastFrame.addListener(written -> {
+            Http2Stream state = codec.connection().stream(stream.id());
+            if (written.isSuccess() && state != null && state.state() != Http2Stream.State.CLOSED) {
+                ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
+            }
+        });
     }
 
     private long epochMicros() {
@@ -443,11 +455,11 @@ final class Http2Connection extends ChannelDuplexHandler {
                 bodyless = head.method().equals("HEAD") || status < 200 || status == 204 || status == 304;
                 lengthLeft = responseHead.contentLength();
                 boolean endNow = last && (bodyless || size == 0) && lengthLeft <= 0;
-                ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, hsts), endNow)
-                        .stream(stream));
+                ChannelFuture written = ctx.write(new DefaultHttp2HeadersFrame(
+                        Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, hsts), endNow).stream(stream));
                 if (endNow) {
                     if (body != null) body.release();
-                    finish();
+                    finish(written);
                     return;
                 }
             }
@@ -472,19 +484,27 @@ final class Http2Connection extends ChannelDuplexHandler {
         /** The last piece: ends the stream, or resets it when fewer bytes came than the declared content-length. */
         private void end(ByteBuf last) {
             boolean complete = lengthLeft <= 0 || bodyless;
-            ctx.write(new DefaultHttp2DataFrame(last, complete).stream(stream));
-            if (!complete) ctx.write(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
-            finish();
+            ChannelFuture written = ctx.write(new DefaultHttp2DataFrame(last, complete).stream(stream));
+            if (!complete) {
+                // A reset goes out ahead of DATA the flow controller still holds: the client would lose what did arrive.
+                written.addListener(done -> {
+                    if (codec.connection().stream(stream.id()) != null) {
+                        ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
+                    }
+                });
+                requestEnded = true; // the reset ends the request side too
+            }
+            finish(written);
         }
 
         /** The response is complete: count and log it, and tell the client to stop sending a body nobody reads. */
-        private void finish() {
+        private void finish(ChannelFuture lastFrame) {
             done = true;
             streams.remove(stream.id());
             connections.requestEnded();
             metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, startNanos, bodyReceived, bytesSent);
             if (settings.accessLog() != null) settings.accessLog().log(this, status, bytesSent, startNanos);
-            if (!requestEnded) ctx.write(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
+            if (!requestEnded) stopBody(stream, lastFrame);
             releasePending();
             ctx.flush();
         }
