@@ -1,10 +1,14 @@
-"""Shared helpers of bench/run, bench/floor and bench/memory (Python 3.11 standard library only).
+"""Shared helpers of the benchmark scripts in bench/ (Python 3.11 standard library only).
 
 - starting servers in their own process group and stopping every one of them on exit, failure,
   Ctrl-C or SIGTERM (TERM to the group, then KILL);
 - reading the RSS and CPU time of a process tree from /proc;
-- waiting for a server to answer GET / with 200;
+- waiting for a server to answer GET / with 200, over HTTP or HTTPS;
+- one load with wrk (HTTP/1.1, plain or TLS) or h2load (HTTP/2), measured with the server's CPU and RSS;
 - describing the machine and the software versions.
+
+PEREGRINE_BIN names the Peregrine command to measure (default: this checkout's bin/peregrine), for
+instance another checkout's or a published snapshot's.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import re
 import resource
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -30,7 +35,8 @@ APPS_DIR = BENCH_DIR / "apps"
 RESULTS_DIR = BENCH_DIR / "results"
 VENV = Path(os.environ.get("BENCH_VENV") or ROOT / "target" / "bench-venv")
 VENV_PY = VENV / "bin" / "python"
-PEREGRINE = ROOT / "bin" / "peregrine"
+PEREGRINE = Path(os.environ.get("PEREGRINE_BIN") or ROOT / "bin" / "peregrine")
+WRK_LUA = BENCH_DIR / "lib" / "wrk_report.lua"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 HOST = "127.0.0.1"
 
@@ -261,8 +267,19 @@ class RssSampler:
 # ---------------------------------------------------------------- servers
 
 
-def http_get(port: int, path: str = "/", timeout: float = 2.0) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+def client_tls_context(alpn: list[str] | None = None) -> ssl.SSLContext:
+    """A client context that accepts any certificate: the benchmarks' certificates are throwaway self-signed ones."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if alpn:
+        context.set_alpn_protocols(alpn)
+    return context
+
+
+def http_get(port: int, path: str = "/", timeout: float = 2.0, tls: bool = False) -> tuple[int, bytes]:
+    conn = (http.client.HTTPSConnection(HOST, port, timeout=timeout, context=client_tls_context()) if tls
+            else http.client.HTTPConnection(HOST, port, timeout=timeout))
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -271,7 +288,7 @@ def http_get(port: int, path: str = "/", timeout: float = 2.0) -> tuple[int, byt
         conn.close()
 
 
-def wait_ready(proc: Proc, port: int, timeout: float = 60.0) -> float:
+def wait_ready(proc: Proc, port: int, timeout: float = 60.0, tls: bool = False) -> float:
     """Polls GET / until it answers 200; returns the seconds it took. Raises if the process exits or on timeout."""
     started = time.monotonic()
     while True:
@@ -279,7 +296,7 @@ def wait_ready(proc: Proc, port: int, timeout: float = 60.0) -> float:
             raise RuntimeError(f"{proc.name} exited with status {proc.popen.returncode} before it was ready:\n"
                                + proc.log_tail())
         try:
-            status, _ = http_get(port, "/", timeout=1.0)
+            status, _ = http_get(port, "/", timeout=1.0, tls=tls)
             if status == 200:
                 return time.monotonic() - started
         except (OSError, http.client.HTTPException):
@@ -292,10 +309,10 @@ def wait_ready(proc: Proc, port: int, timeout: float = 60.0) -> float:
 
 def build_peregrine() -> str:
     """`bin/peregrine --version` builds the jar when needed and prints the version."""
-    log("bench: bin/peregrine --version (builds the server with Maven when the jar is missing or stale)")
+    log(f"bench: {PEREGRINE} --version (builds the server with Maven when the jar is missing or stale)")
     out = subprocess.run([str(PEREGRINE), "--version"], capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
-        raise RuntimeError(f"bin/peregrine --version failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{PEREGRINE} --version failed:\n{out.stderr[-3000:]}")
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -306,6 +323,149 @@ def child_env(**extra: str) -> dict:
     env["PATH"] = f"{VENV / 'bin'}:{env.get('PATH', '')}"
     env.update(extra)
     return env
+
+
+# ---------------------------------------------------------------- one load: wrk (HTTP/1.1) and h2load (HTTP/2)
+
+
+def wrk_summary(url: str, conns: int, duration: float, timeout: float) -> dict:
+    """One `wrk -t1` load on url (http:// or https://); the summary lib/wrk_report.lua prints, in microseconds."""
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", f"--timeout={max(1, round(timeout))}s",
+           "-s", str(WRK_LUA), url]
+    proc = Proc("wrk", cmd, stdout=subprocess.PIPE)
+    try:
+        out, _ = proc.popen.communicate(timeout=duration + 60)
+    finally:
+        proc.stop(grace=2)
+    text = out.decode(errors="replace")
+    for line in text.splitlines():
+        if line.startswith("BENCH_JSON "):
+            return json.loads(line[len("BENCH_JSON "):])
+    raise RuntimeError(f"wrk printed no summary (exit {proc.popen.returncode}):\n{text[-2000:]}")
+
+
+def reaped_children_cpu_seconds() -> float:
+    """User+system time of this process's children that have exited and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float) -> dict:
+    """One wrk load with the CPU time and peak RSS of the process tree under `root` while it ran, and the
+    cores wrk itself kept busy (on a small machine the load generator competes with the server)."""
+    cpu_before, client_before, wall_before = tree_cpu_seconds(root), reaped_children_cpu_seconds(), time.monotonic()
+    with RssSampler(root) as sampler:
+        r = wrk_summary(url, conns, duration, timeout)
+    cpu_used = tree_cpu_seconds(root) - cpu_before
+    client_cores = (reaped_children_cpu_seconds() - client_before) / (time.monotonic() - wall_before)
+    seconds = r["duration_us"] / 1e6
+    socket_errors = r["connect"] + r["read"] + r["write"] + r["timeout"]
+    return {
+        "requests": r["requests"],
+        "rps": r["requests"] / seconds if seconds else 0.0,
+        "p50_ms": r["p50_us"] / 1000, "p75_ms": r["p75_us"] / 1000, "p90_ms": r["p90_us"] / 1000,
+        "p99_ms": r["p99_us"] / 1000, "max_ms": r["max_us"] / 1000, "mean_ms": r["mean_us"] / 1000,
+        "sd_ms": r.get("stdev_us", 0) / 1000,
+        "errors": {"connect": r["connect"], "read": r["read"], "write": r["write"], "timeout": r["timeout"],
+                   "status_ge_400": r["status"]},
+        "error_total": socket_errors + r["status"],
+        "peak_rss_mib": sampler.peak_kib / 1024,
+        "cpu_s": cpu_used,
+        "cpu_s_per_1k": cpu_used / r["requests"] * 1000 if r["requests"] else None,
+        "client_cores": client_cores,
+        "rss_samples": sampler.samples,
+    }
+
+
+_H2LOAD_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def _h2load_ms(text: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s)", text)
+    if not m:
+        raise ValueError(f"unexpected h2load duration {text!r}")
+    return float(m.group(1)) * _H2LOAD_UNITS[m.group(2)]
+
+
+def parse_h2load(text: str) -> dict:
+    """The summary h2load prints at the end of a run. Its latency is min/max/mean/sd: it gives no percentiles."""
+    out: dict = {}
+    for line in text.splitlines():
+        if m := re.match(r"finished in ([0-9.]+)s, ([0-9.]+) req/s", line):
+            out["rps"] = float(m.group(2))
+        elif m := re.match(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+                           r"(\d+) errored, (\d+) timeout", line):
+            for key, value in zip(("total", "started", "done", "succeeded", "failed", "errored", "timeout"), m.groups()):
+                out[key] = int(value)
+        elif m := re.match(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", line):
+            out["status"] = dict(zip(("2xx", "3xx", "4xx", "5xx"), map(int, m.groups())))
+        elif line.startswith("time for request:"):
+            fields = line.split(":", 1)[1].split()
+            out["min_ms"], out["max_ms"], out["mean_ms"], out["sd_ms"] = (_h2load_ms(f) for f in fields[:4])
+        elif line.startswith("Application protocol:"):
+            out["protocol"] = line.split(":", 1)[1].strip()
+        elif line.startswith("TLS Protocol:"):
+            out["tls_version"] = line.split(":", 1)[1].strip()
+        elif line.startswith("Cipher:"):
+            out["tls_cipher"] = line.split(":", 1)[1].strip()
+    missing = [k for k in ("rps", "succeeded", "failed", "status", "mean_ms") if k not in out]
+    if missing:
+        raise RuntimeError(f"h2load printed no {', '.join(missing)}:\n{text[-2000:]}")
+    return out
+
+
+def measure_h2load(root: int, url: str, clients: int, streams: int, duration: float, warmup: float,
+                   protocol: str) -> dict:
+    """One `h2load -t1 -c<clients> -m<streams> -D <duration> --warm-up-time <warmup>` load on url, with the CPU
+    time and peak RSS of the process tree under `root`. h2load announces on stdout, as they happen, the start and
+    the end of its measured period (after the warm-up): the server's CPU time is read at those two moments, so
+    CPU per request counts the same requests as req/s. Raises unless h2load negotiated `protocol` (h2c or h2)."""
+    cmd = ["h2load", "-t1", f"-c{clients}", f"-m{streams}", "-D", str(max(1, round(duration))),
+           "--warm-up-time", str(max(0, round(warmup))), url]
+    client_before, wall_before = reaped_children_cpu_seconds(), time.monotonic()
+    proc = Proc("h2load", cmd, stdout=subprocess.PIPE)
+    killer = threading.Timer(duration + warmup + 60, lambda: proc.stop(grace=2))
+    killer.start()
+    lines: list[str] = []
+    cpu_start = cpu_end = wall_start = wall_end = None
+    try:
+        with RssSampler(root) as sampler:
+            for raw in proc.popen.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                if line.startswith("progress:"):
+                    continue
+                lines.append(line)
+                if line.startswith("Main benchmark duration is started") and cpu_start is None:
+                    cpu_start, wall_start = tree_cpu_seconds(root), time.monotonic()
+                elif line.startswith("Main benchmark duration is over"):
+                    cpu_end, wall_end = tree_cpu_seconds(root), time.monotonic()
+            proc.popen.wait()
+    finally:
+        killer.cancel()
+        proc.stop(grace=2)
+    client_cores = (reaped_children_cpu_seconds() - client_before) / (time.monotonic() - wall_before)
+    text = "\n".join(lines)
+    r = parse_h2load(text)
+    if r.get("protocol") != protocol:
+        raise RuntimeError(f"h2load negotiated {r.get('protocol', 'no protocol')!r}, not {protocol!r}:\n{text[-2000:]}")
+    cpu_used = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+    window = wall_end - wall_start if wall_start is not None and wall_end is not None else None
+    cpu_per_1k = (cpu_used / window / r["rps"] * 1000) if cpu_used is not None and window and r["rps"] else None
+    return {
+        "requests": r["succeeded"],
+        "rps": r["rps"],
+        "p50_ms": None, "p99_ms": None,
+        "min_ms": r["min_ms"], "max_ms": r["max_ms"], "mean_ms": r["mean_ms"], "sd_ms": r["sd_ms"],
+        "errors": {"failed": r["failed"], "errored": r["errored"], "timeout": r["timeout"], "status": r["status"]},
+        # h2load's "failed" already counts the errored, the timed-out and the responses other than 2xx/3xx.
+        "error_total": r["failed"],
+        "protocol": r.get("protocol"), "tls_version": r.get("tls_version"), "tls_cipher": r.get("tls_cipher"),
+        "peak_rss_mib": sampler.peak_kib / 1024,
+        "cpu_s": cpu_used, "cpu_window_s": window,
+        "cpu_s_per_1k": cpu_per_1k,
+        "client_cores": client_cores,
+        "rss_samples": sampler.samples,
+    }
 
 
 # ---------------------------------------------------------------- the machine

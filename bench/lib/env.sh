@@ -1,4 +1,4 @@
-# Sourced by bench/run, bench/floor and bench/memory: finds CPython 3.11 and makes sure the benchmark
+# Sourced by the scripts of bench/: finds CPython 3.11 and makes sure the benchmark
 # venv (target/bench-venv) exists with the packages of bench/requirements.txt. Sets BENCH_ROOT (the
 # checkout), BENCH_DIR (bench/), BENCH_VENV and BENCH_PY (the venv's python).
 BENCH_DIR="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"

@@ -7,8 +7,6 @@ that drift on the machine hits all of them alike. The figures are medians over t
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -16,8 +14,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as c  # noqa: E402
-
-LUA = Path(__file__).resolve().parent / "wrk_report.lua"
 
 
 @dataclass
@@ -106,42 +102,12 @@ def parse_args(argv):
 # ---------------------------------------------------------------- one wrk load
 
 
-def wrk(port: int, conns: int, duration: float, path: str, timeout: float) -> dict:
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", f"--timeout={max(1, round(timeout))}s",
-           "-s", str(LUA), f"http://{c.HOST}:{port}{path}"]
-    proc = c.Proc("wrk", cmd, stdout=subprocess.PIPE)
-    try:
-        out, _ = proc.popen.communicate(timeout=duration + 60)
-    finally:
-        proc.stop(grace=2)
-    text = out.decode(errors="replace")
-    for line in text.splitlines():
-        if line.startswith("BENCH_JSON "):
-            return json.loads(line[len("BENCH_JSON "):])
-    raise RuntimeError(f"wrk printed no summary (exit {proc.popen.returncode}):\n{text[-2000:]}")
+def url(server: Server, path: str) -> str:
+    return f"http://{c.HOST}:{server.port}{path}"
 
 
 def measure(server: Server, conns: int, args) -> dict:
-    root = server.proc.pid
-    cpu_before = c.tree_cpu_seconds(root)
-    with c.RssSampler(root) as sampler:
-        r = wrk(server.port, conns, args.duration, args.path, args.timeout)
-    cpu_used = c.tree_cpu_seconds(root) - cpu_before
-    seconds = r["duration_us"] / 1e6
-    socket_errors = r["connect"] + r["read"] + r["write"] + r["timeout"]
-    return {
-        "requests": r["requests"],
-        "rps": r["requests"] / seconds if seconds else 0.0,
-        "p50_ms": r["p50_us"] / 1000, "p75_ms": r["p75_us"] / 1000, "p90_ms": r["p90_us"] / 1000,
-        "p99_ms": r["p99_us"] / 1000, "max_ms": r["max_us"] / 1000, "mean_ms": r["mean_us"] / 1000,
-        "errors": {"connect": r["connect"], "read": r["read"], "write": r["write"], "timeout": r["timeout"],
-                   "status_ge_400": r["status"]},
-        "error_total": socket_errors + r["status"],
-        "peak_rss_mib": sampler.peak_kib / 1024,
-        "cpu_s": cpu_used,
-        "cpu_s_per_1k": cpu_used / r["requests"] * 1000 if r["requests"] else None,
-        "rss_samples": sampler.samples,
-    }
+    return c.measure_wrk(server.proc.pid, url(server, args.path), conns, args.duration, args.timeout)
 
 
 # ---------------------------------------------------------------- the run
@@ -175,7 +141,7 @@ def run_loads(servers: list[Server], args) -> bool:
                 continue
             c.log(f"bench: warming up {s.key}: {args.warmup:g} s at {args.conns[0]} connections (discarded)")
             try:
-                wrk(s.port, args.conns[0], args.warmup, args.path, args.timeout)
+                c.wrk_summary(url(s, args.path), args.conns[0], args.warmup, args.timeout)
             except Exception as e:
                 s.error = f"warm-up failed: {e}"
                 c.log(f"bench: {s.key} {s.error}")
