@@ -48,7 +48,7 @@ from h2.events import (  # noqa: E402
 )
 from h2.exceptions import StreamClosedError  # noqa: E402
 from h2.settings import SettingCodes, Settings  # noqa: E402
-from hyperframe.frame import ContinuationFrame, Frame, GoAwayFrame, HeadersFrame, SettingsFrame  # noqa: E402
+from hyperframe.frame import ContinuationFrame, Frame, GoAwayFrame, HeadersFrame, RstStreamFrame, SettingsFrame  # noqa: E402
 
 from conftest import assert_clean_exit, poll  # noqa: E402
 
@@ -961,6 +961,35 @@ def test_continuation_flood_gets_goaway_and_close(served, fill):
         assert fc.wait(lambda: fc.eof, timeout=10), "the connection was not closed after the GOAWAY"
     with served.client("asgi") as c:
         assert bytes(c.get("/").data) == b"hello, asgi"
+
+
+MALFORMED = {
+    "upper-case name": [("X-Upper", "1")],
+    "connection-specific field": [("connection", "close")],
+    "te other than trailers": [("te", "gzip")],
+    "CR LF in a value": [("x-split", "a\r\nx-injected: 1")],
+    "NUL in a value": [("x-nul", "a\x00b")],
+    "space around a value": [("x-space", " padded ")],
+    "letters in content-length": [("content-length", "12a")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_request_headers_reset_the_stream_and_the_app_is_not_called(served, case):
+    server, _ = served("asgi")
+    marker = "malformed-" + uuid.uuid4().hex
+    encoder = hpack.Encoder()
+    with FrameConn(server.port) as fc:
+        assert fc.send(PREFACE + SettingsFrame(0).serialize())
+        block = request_block(encoder, "/record?id=" + marker, server.port, MALFORMED[case])
+        fc.send(HeadersFrame(1, data=block, flags=["END_HEADERS", "END_STREAM"]).serialize())
+        assert fc.wait(lambda: any(isinstance(f, RstStreamFrame) for f in fc.frames), timeout=10), fc.frames
+        reset = next(f for f in fc.frames if isinstance(f, RstStreamFrame))
+        assert (reset.stream_id, reset.error_code) == (1, ErrorCodes.PROTOCOL_ERROR), reset
+        assert not any(isinstance(f, HeadersFrame) for f in fc.frames), "a response came for a malformed request"
+        assert fc.goaway() is None, "one malformed stream must not end the connection"
+    with served.client("asgi") as c:
+        assert result(c, marker) is None, "the application was called"
 
 
 def test_header_list_too_large_gets_431_or_a_stream_reset(served):

@@ -62,6 +62,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * The connection reads all the time, except while the client does not read what is written to it.
  */
 final class Http2Connection extends ChannelDuplexHandler {
+    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
     /** Above this much queued response data on a stream, a sender is told to wait. */
     private static final long QUEUED_HIGH_WATER = 256 * 1024;
 
@@ -153,14 +154,20 @@ final class Http2Connection extends ChannelDuplexHandler {
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         if (cause instanceof Http2FrameStreamException streamError) {
-            // The codec has reset the stream already; the application learns that its client is gone.
+            // An error on a stream the codec knows (a content-length the DATA contradicts, a window overrun...):
+            // the codec leaves the reset to the handler of its streams.
             Exchange exchange = streams.remove(streamError.stream().id());
             if (exchange != null) exchange.cut();
+            Http2Stream state = codec.connection().stream(streamError.stream().id());
+            if (state != null && state.state() != Http2Stream.State.CLOSED) {
+                ctx.writeAndFlush(new DefaultHttp2ResetFrame(streamError.error()).stream(streamError.stream()));
+            }
             return;
         }
         // A connection error: the codec sends GOAWAY with its code (PROTOCOL_ERROR, ENHANCE_YOUR_CALM...) and
         // closes right after telling us; a close from here would send a GOAWAY saying NO_ERROR first.
         if (cause instanceof Http2Exception) return;
+        LOG.debugf("HTTP/2 connection from %s closed: %s", peer, cause.toString());
         ctx.close();
     }
 

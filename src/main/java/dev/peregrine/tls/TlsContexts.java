@@ -3,6 +3,8 @@ package dev.peregrine.tls;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.ServerSettings.CertificatePair;
 import dev.peregrine.cli.UsageException;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.ssl.ApplicationProtocolConfig;
 import io.netty.handler.ssl.ApplicationProtocolNames;
 import io.netty.handler.ssl.OpenSsl;
@@ -52,6 +54,8 @@ public final class TlsContexts {
     private static final Logger LOG = Logger.getLogger("peregrine");
     /** Set to "jdk" to measure the JDK's TLS against BoringSSL (docs/TRANSPORT.md). */
     private static final String PROVIDER_PROPERTY = "peregrine.tls-provider";
+    /** The largest plaintext TLS record (2^14 bytes); a ClientHello comes in such records. */
+    private static final int MAX_RECORD = 16 * 1024;
     private static final List<String> TLS13_SUITES = List.of("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
 
     private final List<CertificatePair> pairs;
@@ -91,7 +95,19 @@ public final class TlsContexts {
     public SniHandler newHandler(long handshakeTimeoutMillis) {
         Mapping<String, SslContext> current = byName;
         // Bounds the ClientHello a client may send before a certificate is chosen (a few KiB in practice).
-        return new SniHandler(current, 16 * 1024, handshakeTimeoutMillis);
+        return new SniHandler(current, MAX_RECORD, handshakeTimeoutMillis) {
+            @Override
+            protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) throws Exception {
+                // A record longer than TLS allows (RFC 8446 5.1) cannot start a handshake, but Netty would wait
+                // for all of it, up to the handshake timeout, before looking at the ClientHello.
+                if (in.readableBytes() >= 5 && in.getUnsignedShort(in.readerIndex() + 3) > MAX_RECORD) {
+                    in.skipBytes(in.readableBytes());
+                    ctx.close();
+                    return;
+                }
+                super.decode(ctx, in, out);
+            }
+        };
     }
 
     /** Reads the certificate files again; on failure the contexts in use stay, and the reason is logged. */
@@ -144,7 +160,7 @@ public final class TlsContexts {
             return context;
         } catch (SSLException | IllegalArgumentException e) {
             if (ciphers != null && String.valueOf(e.getMessage()).toLowerCase(Locale.ROOT).contains("cipher")) {
-                throw new UsageException("invalid value for option '--tls-ciphers': " + e.getMessage());
+                throw new UsageException("invalid value for option '--tls-ciphers': '" + ciphers + "' names a cipher this TLS library does not know");
             }
             throw new UsageException("option '--tls-cert' " + pair.certificate() + " with '--tls-key' " + pair.key() + ": " + e.getMessage());
         }
@@ -163,9 +179,10 @@ public final class TlsContexts {
         } catch (NoSuchFileException e) {
             throw new UsageException("option '--tls-cert': " + file + " does not exist");
         } catch (IOException e) {
-            throw new UsageException("option '--tls-cert': cannot read " + file + ": " + e.getMessage());
+            throw new UsageException("option '--tls-cert': cannot read " + file + " (" + e.getClass().getSimpleName().replace("Exception", "").replaceAll("([a-z])([A-Z])", "$1 $2").toLowerCase(Locale.ROOT) + ")");
         } catch (CertificateException e) {
-            throw new UsageException("option '--tls-cert': " + file + " holds no valid PEM certificate: " + firstLine(e.getMessage()));
+            // The JDK's message names its own classes (a base64 decoder...), which tells a user nothing more.
+            throw new UsageException("option '--tls-cert': " + file + " holds no valid PEM certificate");
         }
         if (certificates.isEmpty()) throw new UsageException("option '--tls-cert': " + file + " holds no PEM certificate");
         return certificates.stream().map(X509Certificate.class::cast).toArray(X509Certificate[]::new);
@@ -185,7 +202,7 @@ public final class TlsContexts {
         } catch (NoSuchFileException e) {
             throw new UsageException("option '--tls-key': " + file + " does not exist");
         } catch (IOException | RuntimeException e) {
-            throw new UsageException("option '--tls-key': " + file + " holds no readable PEM private key: " + firstLine(e.getMessage()));
+            throw new UsageException("option '--tls-key': " + file + " holds no readable PEM private key");
         }
         if (pem == null) {
             throw new UsageException("option '--tls-key': " + file + " holds no unencrypted PEM private key");
@@ -194,7 +211,7 @@ public final class TlsContexts {
             JcaPEMKeyConverter converter = new JcaPEMKeyConverter();
             return pem instanceof PEMKeyPair pair ? converter.getKeyPair(pair).getPrivate() : converter.getPrivateKey((PrivateKeyInfo) pem);
         } catch (IOException e) {
-            throw new UsageException("option '--tls-key': " + file + ": unusable private key: " + firstLine(e.getMessage()));
+            throw new UsageException("option '--tls-key': " + file + " holds a private key of a kind that cannot be used");
         }
     }
 
@@ -255,9 +272,4 @@ public final class TlsContexts {
         return names;
     }
 
-    private static String firstLine(String message) {
-        if (message == null) return "unreadable";
-        int end = message.indexOf('\n');
-        return end < 0 ? message : message.substring(0, end);
-    }
 }
