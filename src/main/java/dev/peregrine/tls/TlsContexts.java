@@ -179,7 +179,7 @@ public final class TlsContexts {
         } catch (NoSuchFileException e) {
             throw new UsageException("option '--tls-cert': " + file + " does not exist");
         } catch (IOException e) {
-            throw new UsageException("option '--tls-cert': cannot read " + file + " (" + e.getClass().getSimpleName().replace("Exception", "").replaceAll("([a-z])([A-Z])", "$1 $2").toLowerCase(Locale.ROOT) + ")");
+            throw new UsageException("option '--tls-cert': cannot read " + file + (e instanceof java.nio.file.AccessDeniedException ? " (permission denied)" : ""));
         } catch (CertificateException e) {
             // The JDK's message names its own classes (a base64 decoder...), which tells a user nothing more.
             throw new UsageException("option '--tls-cert': " + file + " holds no valid PEM certificate");
@@ -271,5 +271,4 @@ public final class TlsContexts {
         }
         return names;
     }
-
 }
