@@ -1,7 +1,7 @@
 package dev.peregrine.cli;
 
-import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.server.PeregrineServer;
+import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.Supervisor;
 import dev.peregrine.workers.SupervisorLink;
 import io.quarkus.picocli.runtime.annotations.TopCommand;

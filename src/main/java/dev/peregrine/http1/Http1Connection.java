@@ -1,10 +1,10 @@
 package dev.peregrine.http1;
 
-import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.metrics.MetricsLayout;

@@ -1,7 +1,7 @@
 package dev.peregrine.http1;
 
-import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.HttpChars;
+import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
 import io.netty.buffer.ByteBuf;

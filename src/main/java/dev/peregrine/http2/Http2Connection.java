@@ -20,7 +20,6 @@ import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http2.DefaultHttp2DataFrame;
-import io.netty.handler.codec.http2.DefaultHttp2Headers;
 import io.netty.handler.codec.http2.DefaultHttp2HeadersFrame;
 import io.netty.handler.codec.http2.DefaultHttp2ResetFrame;
 import io.netty.handler.codec.http2.DefaultHttp2WindowUpdateFrame;
@@ -34,7 +33,6 @@ import io.netty.handler.codec.http2.Http2FrameStreamException;
 import io.netty.handler.codec.http2.Http2HeadersFrame;
 import io.netty.handler.codec.http2.Http2ResetFrame;
 import io.netty.handler.codec.http2.Http2Stream;
-import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.util.AsciiString;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.collection.IntObjectHashMap;
@@ -204,6 +202,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         if (settings.requestId()) exchange.requestId = requestIdOf(head, AddedHeaders.requestId(head));
         if (settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), peerIsTrustedProxy);
         streams.put(stream.id(), exchange);
+        exchange.windowChanged(); // a client may open with a window of 0
         connections.requestStarted();
         application.dispatch(exchange);
     }
@@ -233,11 +232,10 @@ final class Http2Connection extends ChannelDuplexHandler {
     /** A request the server answers itself, without the application. */
     private void refuse(Http2FrameStream stream, HttpRequestHead head, int status, String reason) {
         byte[] text = (StatusReasons.reason(status) + ": " + reason + "\n").getBytes(StandardCharsets.UTF_8);
-        DefaultHttp2Headers headers = new DefaultHttp2Headers(false);
-        headers.status(HttpResponseStatus.valueOf(status).codeAsText());
-        headers.add("content-type", "text/plain; charset=utf-8");
-        headers.add("content-length", Integer.toString(text.length));
-        ctx.write(new DefaultHttp2HeadersFrame(headers, false).stream(stream));
+        ResponseHead response = new ResponseHead(status);
+        response.add("content-type", "text/plain; charset=utf-8");
+        response.add("content-length", Integer.toString(text.length));
+        ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, -1, null, hsts), false).stream(stream));
         ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
         stopBody(stream, last);
         ctx.flush();

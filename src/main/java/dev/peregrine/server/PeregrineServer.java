@@ -1,7 +1,5 @@
 package dev.peregrine.server;
 
-import dev.peregrine.tls.HttpsRedirect;
-import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
 import dev.peregrine.cli.ServerSettings;
@@ -12,6 +10,8 @@ import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.tls.HttpsRedirect;
+import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.SupervisorLink;
 import dev.peregrine.wsgi.WsgiApplication;
 import io.netty.bootstrap.ServerBootstrap;

@@ -1,9 +1,9 @@
 package dev.peregrine.workers;
 
-import dev.peregrine.tls.HttpsRedirect;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
 import dev.peregrine.server.Listeners;
+import dev.peregrine.tls.HttpsRedirect;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInboundHandlerAdapter;
