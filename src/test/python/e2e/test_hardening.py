@@ -178,3 +178,40 @@ def test_trailers_are_accepted_and_not_passed_as_headers(raw_servers):
         c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n")
         r = c.read_response(timeout=10)
     assert r.status == 200 and r.body == b"hello"
+
+
+def test_websocket_clients_that_never_read_leave_memory_bounded(start_server):
+    from test_websocket import WsRaw, stats
+
+    clients, messages, size = 100, 16384, 65536  # 1 GiB of messages per client
+    server = start_server("raw_ws:app")
+    with WsRaw(server.port, "/echo") as warm:
+        warm.send_text("warm")
+        warm.recv_data()
+    baseline = tree_rss_kib(server.proc.pid)
+    stalled = []
+    try:
+        for _ in range(clients):
+            ws = WsRaw(server.port, "/flood")
+            ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            ws.send_text("%d %d" % (messages, size))
+            stalled.append(ws)
+        # every flood has started, and then stopped: its websocket.send calls no longer return
+        assert poll(lambda: stats(server)["sent"] > 0, timeout=60), stats(server)
+        time.sleep(2)
+        first = stats(server)["sent"]
+        time.sleep(2)
+        assert stats(server)["sent"] == first, "a flood kept going although its client reads nothing"
+        peak = tree_rss_kib(server.proc.pid)
+        grown_mib = (peak - baseline) / 1024
+        print("\n%d WebSocket clients not reading a 1 GiB flood each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); "
+              "the furthest flood got %d of %d sends through" % (clients, baseline / 1024, peak / 1024, grown_mib, first, messages))
+        assert first < messages // 100, "the application was not held back"
+        assert grown_mib < 256, "memory grew by %.0f MiB for %d stalled WebSocket clients" % (grown_mib, clients)
+        # a client that reads is served meanwhile
+        with WsRaw(server.port, "/echo") as reader:
+            reader.send_text("still here")
+            assert reader.recv_data()[1] == b"still here"
+    finally:
+        for ws in stalled:
+            ws.sock.close()

@@ -1307,3 +1307,55 @@ def test_h2load_smoke(served, name, n):
     assert "requests: %d total, %d started, %d done, %d succeeded, 0 failed, 0 errored" % (n, n, n, n) in out, out
     assert "status codes: %d 2xx" % n in out, out
     assert "Application protocol: %s\n" % ("h2" if ctx else "h2c") in out, out
+
+
+def test_streams_whose_client_never_opens_its_window_leave_memory_bounded(served):
+    """100 streams (10 connections of 10) each ask for a 1 GiB response and never give window back:
+    each connection gets at most its 64 KiB window, the application's sends wait, and memory stays
+    bounded."""
+    from test_hardening import tree_rss_kib
+
+    server, _ = served("asgi")
+    connections, streams, chunks, size = 10, 10, 16384, 65536
+    baseline = tree_rss_kib(server.proc.pid)
+    stalled = []
+    try:
+        for c in range(connections):
+            client = H2Client(server.port, on_data=None)
+            for s in range(streams):
+                client.request("GET", "/big?id=h2stall-%d-%d&chunks=%d&size=%d" % (c, s, chunks, size), end_stream=True)
+            stalled.append(client)
+        for client in stalled:
+            client.pump(0.2)
+
+        def progress():
+            with served.client("asgi") as probe:
+                return [result(probe, "h2stall-%d-%d" % (c, s)) for c in (0, connections - 1) for s in (0, streams - 1)]
+
+        # every application call has started (a stream whose connection window is used up by the others
+        # may not get even its first send through), and then stopped
+        assert poll(lambda: all(p is not None for p in progress()), timeout=60), progress()
+        time.sleep(2)
+        for client in stalled:
+            client.pump(0.1)
+        first = progress()
+        time.sleep(2)
+        for client in stalled:
+            client.pump(0.1)
+        assert progress() == first, "a response kept going although its client gives no window"
+        peak = tree_rss_kib(server.proc.pid)
+        grown_mib = (peak - baseline) / 1024
+        received = [sum(len(st.data) for st in client.streams.values()) for client in stalled]
+        print("\n%d HTTP/2 streams not opening their windows for a 1 GiB response each: RSS %.0f MiB -> %.0f MiB (+%.0f MiB); "
+              "sends returned per stream: %s; bytes per connection: %s"
+              % (connections * streams, baseline / 1024, peak / 1024, grown_mib, [p["sent"] for p in first], max(received)))
+        assert all(p["sent"] < chunks // 100 for p in first), first
+        assert max(received) <= DEFAULT_WINDOW, "the server sent beyond the client's connection window"
+        assert grown_mib < 256, "memory grew by %.0f MiB for %d stalled streams" % (grown_mib, connections * streams)
+        # a client that reads is served meanwhile
+        with served.client("asgi") as reader:
+            r = reader.get("/big?id=h2reader&chunks=64&size=65536")
+            assert r.status == 200 and len(r.data) == 64 * 65536
+    finally:
+        for client in stalled:
+            client.close()
