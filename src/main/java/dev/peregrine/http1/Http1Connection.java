@@ -2,11 +2,10 @@ package dev.peregrine.http1;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
-import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.proxy.ForwardedHeaders;
@@ -29,7 +28,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * One HTTP/1.1 connection: parses request heads, hands each request to the application adapter,
@@ -45,8 +43,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private static final int SKIPPABLE_BODY = 64 * 1024;
     /** How much pipelined input is buffered while a response is produced before reading pauses. */
     private static final int READ_AHEAD = 64 * 1024;
-    /** Above this much queued response data, a sender is told to wait ({@link HttpExchange#writable}). */
-    private static final long QUEUED_HIGH_WATER = 256 * 1024;
 
     /** How long a connection must have been idle for a drain to close it without waiting for its next request. */
     private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
@@ -151,7 +147,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
     @Override
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-        if (ctx.channel().isWritable() && current != null) current.runWritableTasks();
+        if (ctx.channel().isWritable() && current != null) current.writableAgain();
         ctx.fireChannelWritabilityChanged();
     }
 
@@ -423,10 +419,9 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     }
 
     /** The transport side of one request. */
-    final class Exchange implements HttpExchange {
+    final class Exchange extends LoopExchange {
         private final RequestHead head;
         private final long startNanos = System.nanoTime();
-        private final AtomicLong queued = new AtomicLong();
         private BodyReceiver receiver;
         private boolean demanded;
         private boolean bodyEnded;
@@ -442,7 +437,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         private long bytesSent;
         private ResponseEncoder.Framing framing;
         private boolean keepAlive;
-        private List<Runnable> writableTasks;
         /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
         private InetSocketAddress client = peer;
         private String scheme = settings.scheme();
@@ -450,6 +444,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         private int requestIdHeader = -1;
 
         Exchange(RequestHead head) {
+            super(ctx.executor());
             this.head = head;
             this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
             this.bodyEnded = !head.chunked() && bodyRemaining == 0;
@@ -479,12 +474,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         @Override
         public void demand() {
             onLoop(this::demandOnLoop);
-        }
-
-        /** Runs {@code task} on the connection's I/O thread: now if already there. */
-        private void onLoop(Runnable task) {
-            if (ctx.executor().inEventLoop()) task.run();
-            else ctx.executor().execute(task);
         }
 
         private void demandOnLoop() {
@@ -597,25 +586,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         }
 
         @Override
-        public void send(ResponseHead responseHead, ByteBuf body, boolean last) {
-            send(responseHead, body, last, null);
-        }
-
-        @Override
-        public void send(ResponseHead responseHead, ByteBuf body, boolean last, WakeupBatch batch) {
-            int size = body == null ? 0 : body.readableBytes();
-            queued.addAndGet(size);
-            if (ctx.executor().inEventLoop()) {
-                write(responseHead, body, last, size);
-            } else if (batch != null) {
-                batch.submit(ctx.executor(), () -> write(responseHead, body, last, size));
-            } else {
-                ctx.executor().execute(() -> write(responseHead, body, last, size));
-            }
-        }
-
-        private void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            queued.addAndGet(-size);
+        protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
             if (cut || done) {
                 if (body != null) body.release();
                 return;
@@ -678,25 +649,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         public boolean writable() {
-            return queued.get() < QUEUED_HIGH_WATER && ctx.channel().isWritable();
+            return fewQueued() && ctx.channel().isWritable();
         }
 
         @Override
-        public void whenWritable(Runnable task) {
-            ctx.executor().execute(() -> {
-                if (cut || ctx.channel().isWritable()) {
-                    task.run();
-                } else {
-                    if (writableTasks == null) writableTasks = new ArrayList<>(1);
-                    writableTasks.add(task);
-                }
-            });
+        protected boolean acceptsMore() {
+            return cut || ctx.channel().isWritable();
         }
 
-        void runWritableTasks() {
-            List<Runnable> tasks = writableTasks;
-            writableTasks = null;
-            if (tasks != null) tasks.forEach(Runnable::run);
+        void writableAgain() {
+            runWritableTasks();
         }
     }
 }

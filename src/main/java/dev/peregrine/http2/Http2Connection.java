@@ -5,9 +5,9 @@ import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
-import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.http1.AddedHeaders;
 import dev.peregrine.http1.RequestHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
@@ -46,7 +46,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * One HTTP/2 connection, after Netty's frame codec: each stream is one call of the application, with
@@ -61,8 +60,6 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class Http2Connection extends ChannelDuplexHandler {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
-    /** Above this much queued response data on a stream, a sender is told to wait. */
-    private static final long QUEUED_HIGH_WATER = 256 * 1024;
 
     private final HttpSettings settings;
     private final Application application;
@@ -289,11 +286,10 @@ final class Http2Connection extends ChannelDuplexHandler {
     }
 
     /** One stream: the transport side of one request. */
-    final class Exchange implements HttpExchange {
+    final class Exchange extends LoopExchange {
         private final Http2FrameStream stream;
         private final RequestHead head;
         private final long startNanos = System.nanoTime();
-        private final AtomicLong queued = new AtomicLong();
         private final ArrayDeque<Http2DataFrame> pending = new ArrayDeque<>(2);
         private BodyReceiver receiver;
         private boolean demanded;
@@ -309,7 +305,6 @@ final class Http2Connection extends ChannelDuplexHandler {
         private long bytesSent;
         /** Bytes of the declared content-length not yet sent, or -1. */
         private long lengthLeft = -1;
-        private List<Runnable> writableTasks;
         private InetSocketAddress client = peer;
         private String scheme = settings.scheme();
         private AsciiString requestId;
@@ -317,6 +312,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         private long lastData = System.nanoTime();
 
         Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
+            super(ctx.executor());
             this.stream = stream;
             this.head = head;
             this.requestEnded = requestEnded;
@@ -349,11 +345,6 @@ final class Http2Connection extends ChannelDuplexHandler {
                 pump();
                 ctx.flush();
             });
-        }
-
-        private void onLoop(Runnable task) {
-            if (ctx.executor().inEventLoop()) task.run();
-            else ctx.executor().execute(task);
         }
 
         void onData(Http2DataFrame frame) {
@@ -431,25 +422,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
 
         @Override
-        public void send(ResponseHead responseHead, ByteBuf body, boolean last) {
-            send(responseHead, body, last, null);
-        }
-
-        @Override
-        public void send(ResponseHead responseHead, ByteBuf body, boolean last, WakeupBatch batch) {
-            int size = body == null ? 0 : body.readableBytes();
-            queued.addAndGet(size);
-            if (ctx.executor().inEventLoop()) {
-                write(responseHead, body, last, size);
-            } else if (batch != null) {
-                batch.submit(ctx.executor(), () -> write(responseHead, body, last, size));
-            } else {
-                ctx.executor().execute(() -> write(responseHead, body, last, size));
-            }
-        }
-
-        private void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            queued.addAndGet(-size);
+        protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
             if (cut || done) {
                 if (body != null) body.release();
                 return;
@@ -549,7 +522,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override
         public boolean writable() {
-            return queued.get() < QUEUED_HIGH_WATER && windowOpen;
+            return fewQueued() && windowOpen;
         }
 
         void windowChanged() {
@@ -559,21 +532,8 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
 
         @Override
-        public void whenWritable(Runnable task) {
-            ctx.executor().execute(() -> {
-                if (cut || windowOpen) {
-                    task.run();
-                } else {
-                    if (writableTasks == null) writableTasks = new ArrayList<>(1);
-                    writableTasks.add(task);
-                }
-            });
-        }
-
-        private void runWritableTasks() {
-            List<Runnable> tasks = writableTasks;
-            writableTasks = null;
-            if (tasks != null) tasks.forEach(Runnable::run);
+        protected boolean acceptsMore() {
+            return cut || windowOpen;
         }
     }
 

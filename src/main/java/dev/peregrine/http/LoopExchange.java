@@ -1,0 +1,87 @@
+package dev.peregrine.http;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.util.concurrent.EventExecutor;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * What every transport's exchange shares: responses handed from the application's thread to the
+ * connection's I/O thread (at once, or batched), the count of bytes handed over but not yet written,
+ * and the tasks that wait for the connection to take more. A transport writes in {@link #write}, on
+ * the I/O thread, and says in {@link #acceptsMore} when a waiting task may run.
+ */
+public abstract class LoopExchange implements HttpExchange {
+    /** Above this much response data handed over but not yet written, a sender is told to wait. */
+    protected static final long QUEUED_HIGH_WATER = 256 * 1024;
+
+    private final EventExecutor executor;
+    private final AtomicLong queued = new AtomicLong();
+    /** Touched on the I/O thread only. */
+    private List<Runnable> writableTasks;
+
+    protected LoopExchange(EventExecutor executor) {
+        this.executor = executor;
+    }
+
+    /** Writes what {@link #send} was given; on the I/O thread. {@code size}: the body's bytes when it was sent. */
+    protected abstract void write(ResponseHead head, ByteBuf body, boolean last, int size);
+
+    /** Whether the connection (or stream) takes more now, or the exchange is over; on the I/O thread. */
+    protected abstract boolean acceptsMore();
+
+    @Override
+    public final void send(ResponseHead head, ByteBuf body, boolean last) {
+        send(head, body, last, null);
+    }
+
+    @Override
+    public final void send(ResponseHead head, ByteBuf body, boolean last, WakeupBatch batch) {
+        int size = body == null ? 0 : body.readableBytes();
+        queued.addAndGet(size);
+        if (executor.inEventLoop()) {
+            writeQueued(head, body, last, size);
+        } else if (batch != null) {
+            batch.submit(executor, () -> writeQueued(head, body, last, size));
+        } else {
+            executor.execute(() -> writeQueued(head, body, last, size));
+        }
+    }
+
+    private void writeQueued(ResponseHead head, ByteBuf body, boolean last, int size) {
+        queued.addAndGet(-size);
+        write(head, body, last, size);
+    }
+
+    /** Bytes handed to {@link #send} and not yet written; any thread. */
+    protected final boolean fewQueued() {
+        return queued.get() < QUEUED_HIGH_WATER;
+    }
+
+    /** Runs {@code task} on the connection's I/O thread: now if already there. */
+    protected final void onLoop(Runnable task) {
+        if (executor.inEventLoop()) task.run();
+        else executor.execute(task);
+    }
+
+    @Override
+    public final void whenWritable(Runnable task) {
+        executor.execute(() -> {
+            if (acceptsMore()) {
+                task.run();
+            } else {
+                if (writableTasks == null) writableTasks = new ArrayList<>(1);
+                writableTasks.add(task);
+            }
+        });
+    }
+
+    /** Runs the tasks waiting for the connection to take more; when it does, or when the exchange ends. */
+    protected final void runWritableTasks() {
+        List<Runnable> tasks = writableTasks;
+        writableTasks = null;
+        if (tasks != null) tasks.forEach(Runnable::run);
+    }
+}
