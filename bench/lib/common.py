@@ -570,3 +570,22 @@ def median(values: list[float]) -> float | None:
         return None
     mid = len(vals) // 2
     return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def summarize_rounds(ok: list[dict], extra: tuple[str, ...] = ()) -> dict:
+    """Medians over the successful rounds of one load (peak RSS: the largest; errors also summed);
+    `extra` names further per-round figures to take the median of."""
+    summary = {
+        "rounds": len(ok),
+        "rps": median([m["rps"] for m in ok]),
+        "rps_min": min(m["rps"] for m in ok), "rps_max": max(m["rps"] for m in ok),
+        "p50_ms": median([m["p50_ms"] for m in ok]),
+        "p99_ms": median([m["p99_ms"] for m in ok]),
+        "errors": median([m["error_total"] for m in ok]),
+        "errors_total_all_rounds": sum(m["error_total"] for m in ok),
+        "peak_rss_mib": max(m["peak_rss_mib"] for m in ok),
+        "cpu_s_per_1k": median([m["cpu_s_per_1k"] for m in ok]),
+    }
+    for key in extra:
+        summary[key] = median([m.get(key) for m in ok])
+    return summary

@@ -185,17 +185,7 @@ def summarize(servers: list[Server], args) -> dict:
             ok = [m for m in s.results.get(conns, []) if "failed" not in m]
             if not ok:
                 continue
-            per_conn[conns] = {
-                "rounds": len(ok),
-                "rps": c.median([m["rps"] for m in ok]),
-                "rps_min": min(m["rps"] for m in ok), "rps_max": max(m["rps"] for m in ok),
-                "p50_ms": c.median([m["p50_ms"] for m in ok]),
-                "p99_ms": c.median([m["p99_ms"] for m in ok]),
-                "errors": c.median([m["error_total"] for m in ok]),
-                "errors_total_all_rounds": sum(m["error_total"] for m in ok),
-                "peak_rss_mib": max(m["peak_rss_mib"] for m in ok),
-                "cpu_s_per_1k": c.median([m["cpu_s_per_1k"] for m in ok]),
-            }
+            per_conn[conns] = c.summarize_rounds(ok)
         summary[s.key] = per_conn
     return summary
 

@@ -303,21 +303,7 @@ def summarize(results: dict, args) -> dict:
         ok = [m for m in results.get(load.key, []) if "failed" not in m]
         if not ok:
             continue
-        summary[load.key] = {
-            "rounds": len(ok),
-            "rps": c.median([m["rps"] for m in ok]),
-            "rps_min": min(m["rps"] for m in ok), "rps_max": max(m["rps"] for m in ok),
-            "p50_ms": c.median([m["p50_ms"] for m in ok]),
-            "p99_ms": c.median([m["p99_ms"] for m in ok]),
-            "mean_ms": c.median([m["mean_ms"] for m in ok]),
-            "sd_ms": c.median([m["sd_ms"] for m in ok]),
-            "max_ms": c.median([m["max_ms"] for m in ok]),
-            "errors": c.median([m["error_total"] for m in ok]),
-            "errors_total_all_rounds": sum(m["error_total"] for m in ok),
-            "peak_rss_mib": max(m["peak_rss_mib"] for m in ok),
-            "cpu_s_per_1k": c.median([m["cpu_s_per_1k"] for m in ok]),
-            "client_cores": c.median([m.get("client_cores") for m in ok]),
-        }
+        summary[load.key] = c.summarize_rounds(ok, extra=("mean_ms", "sd_ms", "max_ms", "client_cores"))
     return summary
 
 

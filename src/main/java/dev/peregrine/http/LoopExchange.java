@@ -3,6 +3,7 @@ package dev.peregrine.http;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.concurrent.EventExecutor;
 
+import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -21,9 +22,30 @@ public abstract class LoopExchange implements HttpExchange {
     private final AtomicLong queued = new AtomicLong();
     /** Touched on the I/O thread only. */
     private List<Runnable> writableTasks;
+    /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
+    private InetSocketAddress client;
+    private String scheme;
 
-    protected LoopExchange(EventExecutor executor) {
+    protected LoopExchange(EventExecutor executor, InetSocketAddress client, String scheme) {
         this.executor = executor;
+        this.client = client;
+        this.scheme = scheme;
+    }
+
+    @Override
+    public final InetSocketAddress remoteAddress() {
+        return client;
+    }
+
+    @Override
+    public final String scheme() {
+        return scheme;
+    }
+
+    /** What a trusted proxy's forwarding headers said; either may be null (then the connection's stands). */
+    public final void forwardedAs(InetSocketAddress client, String scheme) {
+        if (client != null) this.client = client;
+        if (scheme != null) this.scheme = scheme;
     }
 
     /** Writes what {@link #send} was given; on the I/O thread. {@code size}: the body's bytes when it was sent. */

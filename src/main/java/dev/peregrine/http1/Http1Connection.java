@@ -212,7 +212,10 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             return false;
         }
         Exchange exchange = new Exchange(head);
-        if (peerIsTrustedProxy) exchange.useForwarded(ForwardedHeaders.resolve(head, settings.trustedProxies()));
+        if (peerIsTrustedProxy) {
+            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
+            if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
+        }
         if (settings.requestId()) exchange.requestIdHeader = AddedHeaders.requestId(head);
         if (settings.requestStartHeader()) AddedHeaders.requestStart(head, headStartedMicros(), peerIsTrustedProxy);
         current = exchange;
@@ -437,14 +440,11 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         private long bytesSent;
         private ResponseEncoder.Framing framing;
         private boolean keepAlive;
-        /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
-        private InetSocketAddress client = peer;
-        private String scheme = settings.scheme();
         /** Index in the head of the X-Request-ID header echoed on the response, or -1. */
         private int requestIdHeader = -1;
 
         Exchange(RequestHead head) {
-            super(ctx.executor());
+            super(ctx.executor(), peer, settings.scheme());
             this.head = head;
             this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
             this.bodyEnded = !head.chunked() && bodyRemaining == 0;
@@ -452,16 +452,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
-        @Override public String scheme() { return scheme; }
-        @Override public InetSocketAddress remoteAddress() { return client; }
         @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
         @Override public boolean disconnected() { return cut; }
-
-        void useForwarded(ForwardedHeaders.Origin origin) {
-            if (origin == null) return;
-            if (origin.client() != null) client = origin.client();
-            if (origin.scheme() != null) scheme = origin.scheme();
-        }
 
         public String method() { return head.method(); }
 

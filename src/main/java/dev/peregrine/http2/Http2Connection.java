@@ -195,7 +195,10 @@ final class Http2Connection extends ChannelDuplexHandler {
             return;
         }
         Exchange exchange = new Exchange(stream, head, frame.isEndStream());
-        if (peerIsTrustedProxy) exchange.useForwarded(ForwardedHeaders.resolve(head, settings.trustedProxies()));
+        if (peerIsTrustedProxy) {
+            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
+            if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
+        }
         if (settings.requestId()) exchange.requestId = requestIdOf(head, AddedHeaders.requestId(head));
         if (settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), peerIsTrustedProxy);
         streams.put(stream.id(), exchange);
@@ -305,14 +308,12 @@ final class Http2Connection extends ChannelDuplexHandler {
         private long bytesSent;
         /** Bytes of the declared content-length not yet sent, or -1. */
         private long lengthLeft = -1;
-        private InetSocketAddress client = peer;
-        private String scheme = settings.scheme();
         private AsciiString requestId;
         /** When the client last sent body (or the stream began). */
         private long lastData = System.nanoTime();
 
         Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
-            super(ctx.executor());
+            super(ctx.executor(), peer, settings.scheme());
             this.stream = stream;
             this.head = head;
             this.requestEnded = requestEnded;
@@ -320,16 +321,8 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return "2"; }
-        @Override public String scheme() { return scheme; }
-        @Override public InetSocketAddress remoteAddress() { return client; }
         @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
         @Override public boolean disconnected() { return cut; }
-
-        void useForwarded(ForwardedHeaders.Origin origin) {
-            if (origin == null) return;
-            if (origin.client() != null) client = origin.client();
-            if (origin.scheme() != null) scheme = origin.scheme();
-        }
 
         @Override
         public void receiveBody(BodyReceiver receiver) {
