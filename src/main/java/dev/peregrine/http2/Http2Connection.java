@@ -396,21 +396,22 @@ final class Http2Connection extends ChannelDuplexHandler {
             return demanded && !requestEnded && pending.isEmpty();
         }
 
-        /** The body stalled: 408 if nothing was answered yet, and the stream ends either way. */
+        /** The body stalled. */
         void timedOut() {
-            streams.remove(stream.id());
-            boolean answered = headSent;
-            cut();
-            if (answered) ctx.write(new DefaultHttp2ResetFrame(Http2Error.CANCEL).stream(stream));
-            else refuse(stream, head, 408, "request timed out");
+            refuseBody(408, "request timed out");
         }
 
         private void bodyTooLarge() {
+            refuseBody(413, "request body larger than --max-body");
+        }
+
+        /** The body broke a limit: the server answers {@code status} if nothing was answered yet, and the stream ends either way. */
+        private void refuseBody(int status, String reason) {
             streams.remove(stream.id());
             boolean answered = headSent;
             cut();
             if (answered) ctx.write(new DefaultHttp2ResetFrame(Http2Error.CANCEL).stream(stream));
-            else refuse(stream, head, 413, "request body larger than --max-body");
+            else refuse(stream, head, status, reason);
             ctx.flush();
         }
 
@@ -425,7 +426,7 @@ final class Http2Connection extends ChannelDuplexHandler {
                 headSent = true;
                 bodyless = head.method().equals("HEAD") || status < 200 || status == 204 || status == 304;
                 lengthLeft = responseHead.contentLength();
-                boolean endNow = last && (bodyless || size == 0) && lengthLeft <= 0;
+                boolean endNow = last && (bodyless || (size == 0 && lengthLeft <= 0));
                 ChannelFuture written = ctx.write(new DefaultHttp2HeadersFrame(
                         Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, hsts), endNow).stream(stream));
                 if (endNow) {
