@@ -477,6 +477,23 @@ def test_keep_alive_timeout_closes_idle_connection(start_server, kind):
         c.expect_closed(timeout=5)
 
 
+@pytest.mark.peregrine_only  # uvicorn starts its keep-alive timer only after a first response
+@pytest.mark.parametrize("kind", KINDS)
+def test_keep_alive_timeout_closes_a_connection_that_never_sends(start_server, kind):
+    # before any byte the server does not know yet whether HTTP/1.1 or HTTP/2 will come; it still times out
+    server = start_server("raw_%s:app" % kind, "--keep-alive", "500")
+    with server.raw() as c:
+        c.expect_closed(timeout=5)
+
+
+@pytest.mark.peregrine_only  # the HTTP/2 preface only means something to a server that speaks h2c
+def test_request_timeout_on_a_stalled_http2_preface(start_server):
+    server = start_server("raw_asgi:app", "--keep-alive", "500", "--request-timeout", "1000")
+    with server.raw() as c:
+        c.send(b"PRI * HTTP/2.0\r\n")  # could still become the preface; never does
+        c.expect_closed(timeout=10)
+
+
 @pytest.mark.peregrine_only  # uvicorn has no request timeout; gunicorn's --timeout kills the worker instead
 @pytest.mark.parametrize("kind", KINDS)
 def test_request_timeout_on_partial_head(start_server, kind):

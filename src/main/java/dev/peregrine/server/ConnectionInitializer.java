@@ -37,7 +37,8 @@ public final class ConnectionInitializer extends ChannelInitializer<Channel> {
         } else if (protocols.http2Only()) {
             protocols.http2(channel.pipeline());
         } else if (protocols.http2()) {
-            channel.pipeline().addLast(new PrefaceDetector(protocols));
+            channel.pipeline().addLast(new PrefaceDetector(protocols, protocols.settings().keepAliveMillis(),
+                    protocols.settings().requestTimeoutMillis()));
         } else {
             protocols.http1(channel.pipeline());
         }

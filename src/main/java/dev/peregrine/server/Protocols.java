@@ -22,6 +22,7 @@ public final class Protocols {
         this.http2Only = http2Only;
     }
 
+    HttpSettings settings() { return settings; }
     boolean http2() { return http2; }
     boolean http2Only() { return http2Only; }
 

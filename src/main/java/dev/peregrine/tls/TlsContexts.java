@@ -115,7 +115,7 @@ public final class TlsContexts {
         try {
             byName = build();
             LOG.info("Reloaded the TLS certificates");
-        } catch (UsageException e) {
+        } catch (RuntimeException e) { // UsageException names the option and the file; anything else its own cause
             LOG.errorf("Could not reload the TLS certificates, the previous ones stay in use: %s", e.getMessage());
         }
     }
