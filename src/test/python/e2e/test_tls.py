@@ -948,6 +948,16 @@ def test_client_that_closes_midway_through_the_handshake(sni_server, certs):
     assert handshake(sni_server.port, client_context(certs)).serial == SERIALS["default"]
 
 
+@pytest.mark.parametrize("payload", [b"", b"\x16\x03\x01\x00\x50\x01"], ids=["nothing", "part-of-a-hello"])
+def test_stalled_handshake_is_closed_after_the_request_timeout(start_server, certs, payload):
+    server = start_tls(start_server, certs, "--request-timeout", "1000")
+    with RawConn(server.port) as conn:
+        if payload:
+            conn.send(payload)
+        conn.expect_closed(timeout=10)
+    assert handshake(server.port, client_context(certs)).serial == SERIALS["default"]
+
+
 # ---------------------------------------------------------------------------
 # SIGHUP: certificates read again
 
