@@ -686,6 +686,15 @@ def test_bad_tls_input_exits_2_with_one_line(certs, case):
     assert_refused(options + [APP], *mentions)
 
 
+def test_an_ed25519_key_is_refused_at_startup(tmp_path):
+    # such a pair loads, but netty-tcnative's BoringSSL then fails every handshake: refused with a reason instead
+    cert, key = tmp_path / "ed.pem", tmp_path / "ed.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ed25519", "-nodes", "-subj", "/CN=localhost", "-days", "2",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    line = assert_refused(["--tls-cert", str(cert), "--tls-key", str(key), APP], "--tls-key", str(key))
+    assert "RSA and ECDSA" in line, line
+
+
 def test_bad_cipher_list_exits_2(certs):
     assert_refused(certs.pair("default") + ["--tls-ciphers", "NO-SUCH-CIPHER-AT-ALL", APP], "--tls-ciphers")
 
