@@ -589,3 +589,16 @@ def summarize_rounds(ok: list[dict], extra: tuple[str, ...] = ()) -> dict:
     for key in extra:
         summary[key] = median([m.get(key) for m in ok])
     return summary
+
+
+def describe_run(build: bool = True) -> dict | None:
+    """Builds the server when needed (build=False: Peregrine is not measured) and describes the machine and
+    the software for the results file, with the start time; None, after saying why, when the build fails."""
+    try:
+        version = build_peregrine() if build else None
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        log(f"bench: {e}")
+        return None
+    machine = machine_info(version)
+    machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    return machine

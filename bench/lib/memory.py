@@ -336,13 +336,9 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log_dir = args.out / f"memory-{stamp}-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        version = c.build_peregrine()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        c.log(f"bench: {e}")
+    machine = c.describe_run()
+    if machine is None:
         return 1
-    machine = c.machine_info(version)
-    machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     result: dict = {"machine": machine, "settings": {"connections": args.connections, "settle_s": args.settle,
                                                      "open_file_limit": nofile}}
     try:

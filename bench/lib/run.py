@@ -271,13 +271,9 @@ def main(argv=None) -> int:
     log_dir = args.out / f"{stamp}-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
 
-    try:
-        peregrine_version = c.build_peregrine() if any(n == "peregrine" for _, n in args.servers) else None
-    except (RuntimeError, OSError, c.subprocess.TimeoutExpired) as e:
-        c.log(f"bench: {e}")
+    machine = c.describe_run(build=any(n == "peregrine" for _, n in args.servers))
+    if machine is None:
         return 1
-    machine = c.machine_info(peregrine_version)
-    machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     servers = [Server(a, n) for a, n in args.servers]
     complete = False
     try:

@@ -398,13 +398,9 @@ def main(argv=None) -> int:
             c.log(f"bench: {tool} is not installed (Debian: apt-get install {'nghttp2-client' if tool == 'h2load' else tool})")
             return 1
 
-    try:
-        peregrine_version = c.build_peregrine()
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-        c.log(f"bench: {e}")
+    machine = c.describe_run()
+    if machine is None:
         return 1
-    machine = c.machine_info(peregrine_version)
-    machine["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     machine["peregrine_bin"] = str(c.PEREGRINE)
     machine["h2load"] = tool_version(["h2load", "--version"])
     machine["openssl"] = tool_version(["openssl", "version"])

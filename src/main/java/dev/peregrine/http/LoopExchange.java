@@ -1,6 +1,7 @@
 package dev.peregrine.http;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
 import io.netty.util.concurrent.EventExecutor;
 
 import java.net.InetSocketAddress;
@@ -11,26 +12,68 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * What every transport's exchange shares: responses handed from the application's thread to the
  * connection's I/O thread (at once, or batched), the count of bytes handed over but not yet written,
- * and the tasks that wait for the connection to take more. A transport writes in {@link #write}, on
- * the I/O thread, and says in {@link #acceptsMore} when a waiting task may run.
+ * the tasks that wait for the connection to take more, the body receiver, and the end of an exchange
+ * that was cut. A transport writes in {@link #write}, on the I/O thread, says in {@link #acceptsMore}
+ * when a waiting task may run, and settles its own state in {@link #onCut}.
  */
 public abstract class LoopExchange implements HttpExchange {
     /** Above this much response data handed over but not yet written, a sender is told to wait. */
     protected static final long QUEUED_HIGH_WATER = 256 * 1024;
 
+    private final Channel channel;
     private final EventExecutor executor;
     private final AtomicLong queued = new AtomicLong();
+    private volatile boolean cut;
+    /** Null until the adapter asks for the body. */
+    private BodyReceiver receiver;
     /** Touched on the I/O thread only. */
     private List<Runnable> writableTasks;
     /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
     private InetSocketAddress client;
     private String scheme;
 
-    protected LoopExchange(EventExecutor executor, InetSocketAddress client, String scheme) {
-        this.executor = executor;
+    protected LoopExchange(Channel channel, InetSocketAddress client, String scheme) {
+        this.channel = channel;
+        this.executor = channel.eventLoop();
         this.client = client;
         this.scheme = scheme;
     }
+
+    @Override
+    public final InetSocketAddress localAddress() {
+        return channel.localAddress() instanceof InetSocketAddress local ? local : null;
+    }
+
+    @Override
+    public final boolean disconnected() {
+        return cut;
+    }
+
+    @Override
+    public final void receiveBody(BodyReceiver receiver) {
+        this.receiver = receiver;
+        if (cut) receiver.onDisconnect();
+    }
+
+    /** Where body goes, or null before {@link #receiveBody}. */
+    protected final BodyReceiver receiver() {
+        return receiver;
+    }
+
+    /**
+     * The client is gone or the exchange was cut; on the I/O thread. The transport settles its state
+     * ({@link #onCut}), then the application learns it, and tasks waiting to write run (and find it cut).
+     */
+    public final void cut() {
+        if (cut) return;
+        cut = true;
+        onCut();
+        if (receiver != null) receiver.onDisconnect();
+        runWritableTasks();
+    }
+
+    /** The transport's part of {@link #cut}: count the request as ended, drop what it buffered. */
+    protected abstract void onCut();
 
     @Override
     public final InetSocketAddress remoteAddress() {

@@ -1,7 +1,6 @@
 package dev.peregrine.http1;
 
 import dev.peregrine.http.Application;
-import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.LoopExchange;
@@ -425,14 +424,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     final class Exchange extends LoopExchange {
         private final RequestHead head;
         private final long startNanos = System.nanoTime();
-        private BodyReceiver receiver;
         private boolean demanded;
         private boolean bodyEnded;
         private boolean endDelivered;
         private long bodyRemaining;
         private long bodyReceived;
         private boolean continueSent;
-        private volatile boolean cut;
         private boolean done;
         // Response state, touched only on the I/O thread.
         private boolean headSent;
@@ -444,7 +441,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         private int requestIdHeader = -1;
 
         Exchange(RequestHead head) {
-            super(ctx.executor(), peer, settings.scheme());
+            super(ctx.channel(), peer, settings.scheme());
             this.head = head;
             this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
             this.bodyEnded = !head.chunked() && bodyRemaining == 0;
@@ -452,16 +449,8 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
-        @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
-        @Override public boolean disconnected() { return cut; }
 
         public String method() { return head.method(); }
-
-        @Override
-        public void receiveBody(BodyReceiver receiver) {
-            this.receiver = receiver;
-            if (cut) receiver.onDisconnect();
-        }
 
         @Override
         public void demand() {
@@ -469,7 +458,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         }
 
         private void demandOnLoop() {
-            if (cut || current != this) return;
+            if (disconnected() || current != this) return;
             demanded = true;
             if (state == State.BODY) pump();
         }
@@ -480,13 +469,13 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         /** Delivers buffered body to the receiver while it has asked for some; reads when it needs more. */
         void pump() {
-            while (demanded && receiver != null && current == this) {
+            while (demanded && receiver() != null && current == this) {
                 if (bodyEnded) {
                     if (!endDelivered) {
                         endDelivered = true;
                         demanded = false;
                         state = State.RESPONDING;
-                        receiver.onBodyEnd();
+                        receiver().onBodyEnd();
                         readAheadForClose();
                     }
                     return;
@@ -524,7 +513,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                     return;
                 }
                 demanded = false;
-                receiver.onBody(data);
+                receiver().onBody(data);
             }
         }
 
@@ -541,16 +530,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             }
         }
 
-        /** The connection is gone or the exchange was cut: the application learns it, nothing more is written. */
-        void cut() {
-            if (cut) return;
-            cut = true;
+        @Override
+        protected void onCut() {
             if (!done) {
                 done = true;
                 connections.requestEnded();
             }
-            if (receiver != null) receiver.onDisconnect();
-            runWritableTasks();
         }
 
         /**
@@ -579,7 +564,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            if (cut || done) {
+            if (disconnected() || done) {
                 if (body != null) body.release();
                 return;
             }
@@ -646,7 +631,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
         @Override
         protected boolean acceptsMore() {
-            return cut || ctx.channel().isWritable();
+            return disconnected() || ctx.channel().isWritable();
         }
 
         void writableAgain() {

@@ -1,7 +1,6 @@
 package dev.peregrine.http2;
 
 import dev.peregrine.http.Application;
-import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
@@ -39,7 +38,6 @@ import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayDeque;
@@ -294,12 +292,10 @@ final class Http2Connection extends ChannelDuplexHandler {
         private final RequestHead head;
         private final long startNanos = System.nanoTime();
         private final ArrayDeque<Http2DataFrame> pending = new ArrayDeque<>(2);
-        private BodyReceiver receiver;
         private boolean demanded;
         private boolean requestEnded;
         private boolean endDelivered;
         private long bodyReceived;
-        private volatile boolean cut;
         private volatile boolean windowOpen = true;
         private boolean done;
         private boolean headSent;
@@ -313,7 +309,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         private long lastData = System.nanoTime();
 
         Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
-            super(ctx.executor(), peer, settings.scheme());
+            super(ctx.channel(), peer, settings.scheme());
             this.stream = stream;
             this.head = head;
             this.requestEnded = requestEnded;
@@ -321,19 +317,11 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return "2"; }
-        @Override public InetSocketAddress localAddress() { return inet(ctx.channel().localAddress()); }
-        @Override public boolean disconnected() { return cut; }
-
-        @Override
-        public void receiveBody(BodyReceiver receiver) {
-            this.receiver = receiver;
-            if (cut) receiver.onDisconnect();
-        }
 
         @Override
         public void demand() {
             onLoop(() -> {
-                if (cut) return;
+                if (disconnected()) return;
                 demanded = true;
                 pump();
                 ctx.flush();
@@ -368,7 +356,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         /** Hands the application one piece of body per demand, acknowledging it to the client as it goes. */
         private void pump() {
-            while (demanded && receiver != null && !cut) {
+            while (demanded && receiver() != null && !disconnected()) {
                 Http2DataFrame frame = pending.poll();
                 if (frame != null) {
                     consume(stream, frame.initialFlowControlledBytes());
@@ -378,12 +366,12 @@ final class Http2Connection extends ChannelDuplexHandler {
                         continue;
                     }
                     demanded = false;
-                    receiver.onBody(data);
+                    receiver().onBody(data);
                 } else if (requestEnded) {
                     if (!endDelivered) {
                         endDelivered = true;
                         demanded = false;
-                        receiver.onBodyEnd();
+                        receiver().onBodyEnd();
                     }
                     return;
                 } else {
@@ -417,7 +405,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override
         protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            if (cut || done) {
+            if (disconnected() || done) {
                 if (body != null) body.release();
                 return;
             }
@@ -489,24 +477,21 @@ final class Http2Connection extends ChannelDuplexHandler {
             }
         }
 
-        /** The stream was reset or the connection is gone: the application learns it, nothing more is written. */
-        void cut() {
-            if (cut) return;
-            cut = true;
+        /** The stream was reset or the connection is gone: nothing more is written. */
+        @Override
+        protected void onCut() {
             if (!done) {
                 done = true;
                 connections.requestEnded();
             }
             Http2DataFrame frame;
             while ((frame = pending.poll()) != null) frame.release();
-            if (receiver != null) receiver.onDisconnect();
-            runWritableTasks();
         }
 
         @Override
         public void abort() {
             onLoop(() -> {
-                if (cut) return;
+                if (disconnected()) return;
                 boolean answering = !done;
                 streams.remove(stream.id());
                 cut();
@@ -527,11 +512,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override
         protected boolean acceptsMore() {
-            return cut || windowOpen;
+            return disconnected() || windowOpen;
         }
-    }
-
-    private static InetSocketAddress inet(SocketAddress address) {
-        return address instanceof InetSocketAddress inet ? inet : null;
     }
 }
