@@ -74,7 +74,7 @@ final class EnvironBuilder {
         byte[] bytes = head.bytes();
         MemorySegment environ = Py.dictCopy(template);
         Py.dictSet(environ, kMethod, constants.get(head.method()));
-        Py.dictSet(environ, kProtocol, constants.get("HTTP/" + exchange.httpVersion()));
+        Py.dictSet(environ, kProtocol, constants.get(serverProtocol(exchange.httpVersion())));
         Py.dictSet(environ, kScheme, constants.get(exchange.scheme()));
         Py.dictSetSteal(environ, kInput, input);
 
@@ -144,5 +144,15 @@ final class EnvironBuilder {
     private static boolean sameName(byte[] bytes, HttpRequestHead head, int i, int j) {
         int a = head.nameStart(i), n = head.nameLength(i), b = head.nameStart(j);
         return n == head.nameLength(j) && Arrays.equals(bytes, a, a + n, bytes, b, b + n);
+    }
+
+    /** SERVER_PROTOCOL without building a string per request on the Python thread. */
+    private static String serverProtocol(String httpVersion) {
+        return switch (httpVersion) {
+            case "1.1" -> "HTTP/1.1";
+            case "2" -> "HTTP/2";
+            case "1.0" -> "HTTP/1.0";
+            default -> "HTTP/" + httpVersion;
+        };
     }
 }
