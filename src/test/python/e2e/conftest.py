@@ -273,14 +273,23 @@ class Server:
         except FileNotFoundError:
             return ""
 
+    def complete_output(self):
+        """The output up to its last newline: reading the file while the server writes a line to it
+        can return the first part of that line, which a test must not take for the whole line."""
+        out = self.output()
+        return out[:out.rfind("\n") + 1]
+
+    def lines(self):
+        return self.complete_output().splitlines()
+
     def wait_for_output(self, predicate, timeout=10.0):
-        """Wait until predicate(output) is true (a str predicate means 'contained')."""
+        """Wait until predicate(complete output) is true (a str predicate means 'contained')."""
         if isinstance(predicate, str):
             needle = predicate
             predicate = lambda out: needle in out  # noqa: E731
         deadline = time.monotonic() + timeout
         while True:
-            out = self.output()
+            out = self.complete_output()
             if predicate(out):
                 return out
             if time.monotonic() > deadline:

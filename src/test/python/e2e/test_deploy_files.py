@@ -443,7 +443,7 @@ def test_a_server_started_with_the_configmap_serves_probes_and_metrics(config, s
     scrape = httpx.get("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10)
     assert scrape.status_code == 200 and "peregrine_requests_total" in scrape.text
     assert poll(lambda: any(line.startswith("{") and json.loads(line).get("path") == "/pid"
-                            for line in server.output().splitlines()), timeout=10)
+                            for line in server.lines()), timeout=10)
     server.proc.send_signal(_signal.SIGTERM)
     assert poll(lambda: httpx.get(server.url + health, timeout=5).status_code == 503, timeout=5)
     assert httpx.get(server.url + "/pid", timeout=5).status_code == 200

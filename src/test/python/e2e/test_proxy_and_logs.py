@@ -57,7 +57,7 @@ def log_lines(server, needle, count=1, timeout=10):
     """The output lines containing needle, once there are count of them."""
 
     def matching():
-        lines = [line for line in server.output().splitlines() if needle in line]
+        lines = [line for line in server.lines() if needle in line]
         return lines if len(lines) >= count else None
 
     found = poll(matching, timeout=timeout)
