@@ -18,40 +18,29 @@ import java.util.ArrayDeque;
  * on, and the response it is sending. The {@link BodyReceiver} methods run on the I/O thread and only
  * post; everything else runs on the Python thread.
  */
-final class AsgiRequest implements BodyReceiver, AsgiCall {
+final class AsgiRequest extends AsgiCall implements BodyReceiver {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
-    private final AsgiApplication owner;
     private final HttpExchange exchange;
     private final ArrayDeque<ByteBuf> body = new ArrayDeque<>(2);
     private boolean bodyEnded;
     private boolean finalBodyReceived;
     private boolean disconnected;
     private boolean demanding;
-    private MemorySegment receiveWaiter;
-    private MemorySegment sendWaiter;
     private ResponseHead pendingHead;
     private boolean started;
     private boolean complete;
-    private boolean ended;
-    private MemorySegment task;
 
     AsgiRequest(AsgiApplication owner, HttpExchange exchange) {
-        this.owner = owner;
+        super(owner);
         this.exchange = exchange;
     }
 
     HttpExchange exchange() { return exchange; }
 
     @Override
-    public MemorySegment scope(ScopeBuilder scopes) {
+    MemorySegment scope(ScopeBuilder scopes) {
         return scopes.build(exchange);
-    }
-
-    @Override
-    public void holdTask(MemorySegment task) {
-        if (ended) Py.decRef(task);
-        else this.task = task;
     }
 
     // ---- I/O thread ----
@@ -89,22 +78,16 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
 
     // ---- Python thread ----
 
-    /** {@code receive()}: a future holding the next message, already done when there is one. */
     @Override
-    public MemorySegment receive() {
-        MemorySegment message = nextMessage();
-        if (message != null) return owner.completedFuture(message);
-        if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
+    void beforeWaiting() {
         if (!bodyEnded && !demanding) {
             demanding = true;
             exchange.demand();
         }
-        receiveWaiter = owner.newFuture();
-        return Py.newRef(receiveWaiter);
     }
 
-    /** The message receive() should answer now, or null when it must wait. */
-    private MemorySegment nextMessage() {
+    @Override
+    MemorySegment nextMessage() {
         AsgiMessages m = owner.messages();
         ByteBuf piece = body.poll();
         if (piece != null) {
@@ -127,25 +110,9 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
         return null;
     }
 
-    private void wakeReceiver() {
-        if (receiveWaiter == null) return;
-        MemorySegment message = nextMessage();
-        if (message == null) return;
-        MemorySegment waiter = receiveWaiter;
-        receiveWaiter = null;
-        owner.resolve(waiter, message);
-    }
-
-    private void wakeSender() {
-        if (sendWaiter == null) return;
-        MemorySegment waiter = sendWaiter;
-        sendWaiter = null;
-        owner.resolve(waiter, Py.newRef(Py.None));
-    }
-
     /** {@code send(message)}: a future to await, already done unless the client must drain first (backpressure). */
     @Override
-    public MemorySegment send(MemorySegment message) {
+    MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_START)) {
@@ -178,12 +145,7 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
                 wakeReceiver();
                 return owner.completed();
             }
-            if (!exchange.writable()) {
-                sendWaiter = owner.newFuture();
-                exchange.whenWritable(() -> owner.post(this::wakeSender));
-                return Py.newRef(sendWaiter);
-            }
-            return owner.completed();
+            return exchange.writable() ? owner.completed() : waitUntilWritable(exchange::whenWritable);
         }
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
                 + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
@@ -240,10 +202,8 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
         return bytes;
     }
 
-    /** The application returned (error null), failed (its traceback), or was cancelled (""). */
     @Override
-    public void done(String error) {
-        ended = true;
+    void end(String error) {
         if (error != null && !error.isEmpty()) {
             LOG.error("Exception in ASGI application\n" + error.stripTrailing());
         } else if (error == null && !started && !exchange.disconnected()) {
@@ -262,17 +222,5 @@ final class AsgiRequest implements BodyReceiver, AsgiCall {
         }
         for (ByteBuf piece : body) piece.release();
         body.clear();
-        if (receiveWaiter != null) {
-            Py.decRef(receiveWaiter);
-            receiveWaiter = null;
-        }
-        if (sendWaiter != null) {
-            Py.decRef(sendWaiter);
-            sendWaiter = null;
-        }
-        if (task != null) {
-            Py.decRef(task);
-            task = null;
-        }
     }
 }

@@ -22,7 +22,7 @@ import java.util.ArrayDeque;
  * waits on, and where it is in the protocol. The {@link WebSocketReceiver} methods run on the I/O
  * thread and only post; everything else runs on the Python thread.
  */
-final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
+final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
     /** Where the application is: before its decision, refusing with an HTTP response, accepted, or done with the connection. */
@@ -30,7 +30,6 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
 
     private record Incoming(ByteBuf data, boolean text) {}
 
-    private final AsgiApplication owner;
     private final WebSocketConnection connection;
     private final ArrayDeque<Incoming> incoming = new ArrayDeque<>(4);
     private State state = State.HANDSHAKE;
@@ -38,27 +37,17 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
     /** The close code once the connection is over, else -1. */
     private int closeCode = -1;
     private String closeReason = "";
-    private MemorySegment receiveWaiter;
-    private MemorySegment sendWaiter;
     private ResponseHead denial;
     private CompositeByteBuf denialBody;
-    private boolean ended;
-    private MemorySegment task;
 
     AsgiWebSocket(AsgiApplication owner, WebSocketConnection connection) {
-        this.owner = owner;
+        super(owner);
         this.connection = connection;
     }
 
     @Override
-    public MemorySegment scope(ScopeBuilder scopes) {
+    MemorySegment scope(ScopeBuilder scopes) {
         return scopes.buildWebSocket(connection);
-    }
-
-    @Override
-    public void holdTask(MemorySegment task) {
-        if (ended) Py.decRef(task);
-        else this.task = task;
     }
 
     // ---- I/O thread ----
@@ -88,16 +77,7 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
     // ---- Python thread ----
 
     @Override
-    public MemorySegment receive() {
-        MemorySegment message = nextMessage();
-        if (message != null) return owner.completedFuture(message);
-        if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
-        receiveWaiter = owner.newFuture();
-        return Py.newRef(receiveWaiter);
-    }
-
-    /** The message receive() should answer now, or null when it must wait. */
-    private MemorySegment nextMessage() {
+    MemorySegment nextMessage() {
         AsgiMessages m = owner.messages();
         if (!connectReceived) {
             connectReceived = true;
@@ -118,24 +98,8 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
         return null;
     }
 
-    private void wakeReceiver() {
-        if (receiveWaiter == null) return;
-        MemorySegment message = nextMessage();
-        if (message == null) return;
-        MemorySegment waiter = receiveWaiter;
-        receiveWaiter = null;
-        owner.resolve(waiter, message);
-    }
-
-    private void wakeSender() {
-        if (sendWaiter == null) return;
-        MemorySegment waiter = sendWaiter;
-        sendWaiter = null;
-        owner.resolve(waiter, Py.newRef(Py.None));
-    }
-
     @Override
-    public MemorySegment send(MemorySegment message) {
+    MemorySegment send(MemorySegment message) {
         AsgiMessages m = owner.messages();
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.WS_SEND)) return sendMessage(message, m);
@@ -224,12 +188,7 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
             throw new PythonRaise(Py.ExcValueError, "'websocket.send' needs 'bytes' or 'text'");
         }
         connection.send(data, text, owner.batch());
-        if (!connection.writable()) {
-            sendWaiter = owner.newFuture();
-            connection.whenWritable(() -> owner.post(this::wakeSender));
-            return Py.newRef(sendWaiter);
-        }
-        return owner.completed();
+        return connection.writable() ? owner.completed() : waitUntilWritable(connection::whenWritable);
     }
 
     private static ByteBuf copy(MemorySegment data) {
@@ -282,8 +241,7 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
     }
 
     @Override
-    public void done(String error) {
-        ended = true;
+    void end(String error) {
         if (error != null && !error.isEmpty()) LOG.error("Exception in ASGI application\n" + error.stripTrailing());
         switch (state) {
             case HANDSHAKE -> {
@@ -301,17 +259,5 @@ final class AsgiWebSocket implements AsgiCall, WebSocketReceiver {
         }
         for (Incoming piece : incoming) piece.data.release();
         incoming.clear();
-        if (receiveWaiter != null) {
-            Py.decRef(receiveWaiter);
-            receiveWaiter = null;
-        }
-        if (sendWaiter != null) {
-            Py.decRef(sendWaiter);
-            sendWaiter = null;
-        }
-        if (task != null) {
-            Py.decRef(task);
-            task = null;
-        }
     }
 }
