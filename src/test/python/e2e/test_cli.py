@@ -133,10 +133,10 @@ def test_bad_environment_value_exits_2_naming_it():
 
 @pytest.mark.peregrine_only
 def test_option_not_built_yet():
-    # When HTTP/3 is built this test moves to another unbuilt option.
-    code, out = run_cli("--http3", "raw_asgi:app")
+    # When compression is built this test moves to another unbuilt option.
+    code, out = run_cli("--compress", "raw_asgi:app")
     assert code == 2, out
-    assert "peregrine: --http3 is not supported yet" in out.splitlines(), out
+    assert "peregrine: --compress is not supported yet" in out.splitlines(), out
 
 
 @pytest.mark.peregrine_only

@@ -61,7 +61,10 @@ public record ServerSettings(
         boolean http2Only,
         Integer redirectHttpPort,
         /** -1 when no Strict-Transport-Security header is added. */
-        long hstsSeconds) {
+        long hstsSeconds,
+        boolean http3,
+        /** The UDP port of HTTP/3 when it is on. */
+        int quicPort) {
 
     /** One --tls-cert and the --tls-key given with it. */
     public record CertificatePair(Path certificate, Path key) {}
@@ -79,6 +82,12 @@ public record ServerSettings(
         if (!tls && c.tlsCiphers != null) throw new UsageException("option '--tls-ciphers' needs --tls-cert and --tls-key");
         if (!tls && c.redirectHttp != null) throw new UsageException("option '--redirect-http' needs TLS (--tls-cert and --tls-key)");
         if (!tls && c.hsts != null) throw new UsageException("option '--hsts' needs TLS (--tls-cert and --tls-key)");
+        boolean http3 = value(c.http3, false);
+        if (http3 && !tls) throw new UsageException("option '--http3' needs TLS (--tls-cert and --tls-key): QUIC is always encrypted");
+        if (!http3 && c.quicPort != null) throw new UsageException("option '--quic-port' needs --http3");
+        if (http3 && c.quicPort == null && (c.unix != null || value(c.port, 8000) == 0)) {
+            throw new UsageException("option '--http3' needs --quic-port when " + (c.unix != null ? "listening on --unix" : "--port is 0"));
+        }
         if (Boolean.TRUE.equals(c.noHttp2) && Boolean.TRUE.equals(c.http2Only)) {
             throw new UsageException("options '--no-http2' and '--http2-only' exclude each other");
         }
@@ -145,7 +154,9 @@ public record ServerSettings(
                 !value(c.noHttp2, false),
                 value(c.http2Only, false),
                 c.redirectHttp == null ? null : range("--redirect-http", c.redirectHttp, 1, 65535),
-                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE));
+                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE),
+                http3,
+                http3 ? range("--quic-port", value(c.quicPort, port), 1, 65535) : 0);
     }
 
     private static List<CertificatePair> certificatePairs(PeregrineCommand c) {
@@ -195,8 +206,6 @@ public record ServerSettings(
         asked.put("--free-threaded", Boolean.TRUE.equals(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
-        asked.put("--http3", Boolean.TRUE.equals(c.http3));
-        asked.put("--quic-port", c.quicPort != null);
         asked.put("--acme-domain", !c.acmeDomain.isEmpty());
         asked.put("--acme-email", c.acmeEmail != null);
         asked.put("--acme-cache", c.acmeCache != null);

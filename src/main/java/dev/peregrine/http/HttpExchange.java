@@ -12,7 +12,7 @@ import java.net.InetSocketAddress;
 public interface HttpExchange {
     HttpRequestHead head();
 
-    /** "1.0", "1.1" or "2". */
+    /** "1.0", "1.1", "2" or "3". */
     String httpVersion();
 
     /** "http" or "https" as the application should see it. */

@@ -6,9 +6,9 @@ import dev.peregrine.proxy.TrustedProxies;
 import dev.peregrine.websocket.WebSocketSettings;
 
 /**
- * What an HTTP connection (HTTP/1.1 or HTTP/2) needs to know of the server's configuration. {@code accessLog}
+ * What an HTTP connection (HTTP/1.1, HTTP/2 or HTTP/3) needs to know of the server's configuration. {@code accessLog}
  * is null when requests are not logged, {@code webSocket} when upgrades are refused (--no-websockets),
- * {@code hsts} (the Strict-Transport-Security value) when none is added.
+ * {@code tlsHeaders} when no response gets Strict-Transport-Security or Alt-Svc.
  */
 public record HttpSettings(
         int maxHeadSize,
@@ -21,14 +21,16 @@ public record HttpSettings(
         boolean requestId,
         boolean requestStartHeader,
         WebSocketSettings webSocket,
-        String hsts,
+        TlsResponseHeaders tlsHeaders,
         long gracefulTimeoutMillis) {
 
     public static HttpSettings from(ServerSettings s) {
         AccessLog accessLog = s.accessLog() ? new AccessLog(s.accessLogJson(), s.requestId(), s.traceContext()) : null;
         return new HttpSettings(s.maxHeaderSize(), s.maxBody(), s.keepAliveMillis(), s.requestTimeoutMillis(), s.scheme(),
                 accessLog, s.forwardedAllowIps(), s.requestId(), s.requestStartHeader(),
-                WebSocketSettings.from(s), s.hstsSeconds() >= 0 ? "max-age=" + s.hstsSeconds() : null,
+                WebSocketSettings.from(s),
+                TlsResponseHeaders.of(s.hstsSeconds() >= 0 ? "max-age=" + s.hstsSeconds() : null,
+                        s.http3() ? "h3=\":" + s.quicPort() + "\"; ma=86400" : null),
                 s.gracefulTimeoutMillis());
     }
 }

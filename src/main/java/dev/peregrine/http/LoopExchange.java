@@ -40,7 +40,7 @@ public abstract class LoopExchange implements HttpExchange {
     }
 
     @Override
-    public final InetSocketAddress localAddress() {
+    public InetSocketAddress localAddress() {
         return channel.localAddress() instanceof InetSocketAddress local ? local : null;
     }
 

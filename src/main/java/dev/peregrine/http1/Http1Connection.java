@@ -5,6 +5,7 @@ import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.proxy.ForwardedHeaders;
@@ -55,7 +56,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private final RequestMetrics metrics;
     private final RequestHeadParser parser;
     /** The Strict-Transport-Security line of every response, or null. */
-    private final byte[] hstsLine;
+    private final TlsResponseHeaders tlsHeaders;
     private boolean started;
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
@@ -80,8 +81,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         this.connections = connections;
         this.metrics = connections.metrics();
         this.parser = new RequestHeadParser(settings.maxHeadSize(), AddedHeaders.spareBytes(settings), AddedHeaders.spareHeaders(settings));
-        this.hstsLine = settings.hsts() == null ? null
-                : ("strict-transport-security: " + settings.hsts() + "\r\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        this.tlsHeaders = settings.tlsHeaders();
     }
 
     @Override
@@ -267,7 +267,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             } else if (body != null && size > length) {
                 body.writerIndex(body.readerIndex() + (int) length);
             }
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1, hstsLine);
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1, tlsHeaders);
             int sent = out.readableBytes() + (body == null ? 0 : body.readableBytes());
             answered(response.status(), sent);
             if (body != null) ctx.write(out);
@@ -279,7 +279,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             upgrading = null;
             state = State.CLOSED;
             if (timer != null) timer.cancel(false);
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1, hstsLine);
+            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1, tlsHeaders);
             answered(101, out.readableBytes());
             ctx.writeAndFlush(out);
             ByteBuf early = input;
@@ -576,7 +576,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
                 lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
                 keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
                         && framing != ResponseEncoder.Framing.UNTIL_CLOSE && settings.keepAliveMillis() > 0;
-                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader, hstsLine);
+                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader, tlsHeaders);
                 headSent = true;
             } else {
                 out = null;

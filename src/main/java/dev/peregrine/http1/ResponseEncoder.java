@@ -3,6 +3,7 @@ package dev.peregrine.http1;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http.StatusReasons;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -130,7 +131,7 @@ final class ResponseEncoder {
 
     /** {@code requestIdHeader}: the request header whose value goes out as X-Request-ID, or -1. */
     static ByteBuf head(ByteBufAllocator alloc, RequestHead request, ResponseHead response, Framing framing,
-                        boolean keepAlive, long completeSize, int requestIdHeader, byte[] hstsLine) {
+                        boolean keepAlive, long completeSize, int requestIdHeader, TlsResponseHeaders tlsHeaders) {
         byte[] data = response.data();
         ByteBuf out = alloc.directBuffer(256 + data.length);
         out.writeBytes(STATUS_LINES[response.status()]);
@@ -147,7 +148,7 @@ final class ResponseEncoder {
         }
         if (!response.hasServer()) out.writeBytes(SERVER);
         if (!response.hasDate()) out.writeBytes(dateLine());
-        if (hstsLine != null && !response.has("strict-transport-security")) out.writeBytes(hstsLine);
+        if (tlsHeaders != null) tlsHeaders.writeLines(out, response);
         if (framing == Framing.LENGTH && response.contentLength() < 0) {
             out.writeBytes(CONTENT_LENGTH);
             out.writeCharSequence(Long.toString(completeSize), StandardCharsets.US_ASCII);

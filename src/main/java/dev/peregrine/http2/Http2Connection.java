@@ -7,6 +7,7 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
+import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http1.AddedHeaders;
 import dev.peregrine.http1.RequestHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
@@ -66,7 +67,7 @@ final class Http2Connection extends ChannelDuplexHandler {
     private final IntObjectHashMap<Exchange> streams = new IntObjectHashMap<>();
     private final int spareBytes;
     private final int spareHeaders;
-    private final AsciiString hsts;
+    private final TlsResponseHeaders tlsHeaders;
 
     private ChannelHandlerContext ctx;
     private Http2FrameCodec codec;
@@ -83,7 +84,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         this.metrics = connections.metrics();
         this.spareBytes = AddedHeaders.spareBytes(settings);
         this.spareHeaders = AddedHeaders.spareHeaders(settings);
-        this.hsts = settings.hsts() == null ? null : AsciiString.cached(settings.hsts());
+        this.tlsHeaders = settings.tlsHeaders();
     }
 
     @Override
@@ -233,7 +234,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         ResponseHead response = new ResponseHead(status);
         response.add("content-type", "text/plain; charset=utf-8");
         response.add("content-length", Integer.toString(text.length));
-        ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, -1, null, hsts), false).stream(stream));
+        ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, -1, null, tlsHeaders), false).stream(stream));
         ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
         stopBody(stream, last);
         ctx.flush();
@@ -416,7 +417,7 @@ final class Http2Connection extends ChannelDuplexHandler {
                 lengthLeft = responseHead.contentLength();
                 boolean endNow = last && (bodyless || (size == 0 && lengthLeft <= 0));
                 ChannelFuture written = ctx.write(new DefaultHttp2HeadersFrame(
-                        Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, hsts), endNow).stream(stream));
+                        Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, tlsHeaders), endNow).stream(stream));
                 if (endNow) {
                     if (body != null) body.release();
                     finish(written);

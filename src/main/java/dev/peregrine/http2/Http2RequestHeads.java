@@ -1,6 +1,7 @@
 package dev.peregrine.http2;
 
 import dev.peregrine.http1.RequestHead;
+import io.netty.handler.codec.Headers;
 import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.util.AsciiString;
 
@@ -11,10 +12,12 @@ import java.util.Map;
  * offsets), checking what Netty's HPACK decoder leaves to the server: the pseudo-headers a request must
  * have, and field values (RFC 9113 8.2.1, 8.3.1).
  *
+ * <p>HTTP/3 requests follow the same rules (RFC 9114 4.2, 4.3) and are read here too.
+ *
  * <p>{@code :authority} becomes the {@code host} header, and several {@code cookie} fields are joined
  * with "; " (RFC 9113 8.2.3), so that an application reads them as it would over HTTP/1.1.
  */
-final class Http2RequestHeads {
+public final class Http2RequestHeads {
     private static final AsciiString COOKIE = AsciiString.cached("cookie");
     private static final AsciiString HOST = AsciiString.cached("host");
     private static final AsciiString CONTENT_LENGTH = AsciiString.cached("content-length");
@@ -23,7 +26,7 @@ final class Http2RequestHeads {
     private static final String[] METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"};
 
     /** The request cannot be served: the stream is reset with PROTOCOL_ERROR. */
-    static final class Malformed extends Exception {
+    public static final class Malformed extends Exception {
         Malformed(String message) {
             super(message, null, false, false);
         }
@@ -33,10 +36,13 @@ final class Http2RequestHeads {
 
     /** {@code spareBytes}/{@code spareHeaders}: room kept for the headers the server adds (X-Request-ID, X-Request-Start). */
     static RequestHead build(Http2Headers headers, boolean endStream, int spareBytes, int spareHeaders) throws Malformed {
-        CharSequence method = headers.method();
-        CharSequence path = headers.path();
-        CharSequence authority = headers.authority();
-        if (method == null || headers.scheme() == null || path == null || path.isEmpty()) {
+        return build(headers, headers.method(), headers.scheme(), headers.path(), headers.authority(), endStream, spareBytes, spareHeaders);
+    }
+
+    /** The same from any field list (HTTP/3's), given its pseudo-headers. */
+    public static <H extends Headers<CharSequence, CharSequence, H>> RequestHead build(H headers, CharSequence method, CharSequence scheme,
+            CharSequence path, CharSequence authority, boolean endStream, int spareBytes, int spareHeaders) throws Malformed {
+        if (method == null || scheme == null || path == null || path.isEmpty()) {
             throw new Malformed(method != null && AsciiString.contentEquals(method, "CONNECT")
                     ? "CONNECT is not served" : "missing :method, :scheme or :path");
         }

@@ -10,6 +10,7 @@ import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.http3.Http3Setup;
 import dev.peregrine.tls.HttpsRedirect;
 import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.SupervisorLink;
@@ -132,6 +133,17 @@ public final class PeregrineServer {
                         new Protocols(http, health != null ? health : application, connections, settings.http2(), settings.http2Only()),
                         connections, tls, handshakeTimeout()));
         if (settings.unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
+        // HTTP/3 first: once the TCP port answers (what readiness probes and tests watch), QUIC does too.
+        Channel quic = null;
+        if (settings.http3()) {
+            try {
+                quic = Http3Setup.bind(workers, settings.host(), settings.quicPort(), SupervisorLink.supervised(),
+                        Http3Setup.quicCodec(tls.quicEngines(), http, health != null ? health : application, connections));
+            } catch (Exception e) {
+                System.err.println("peregrine: cannot listen on udp " + settings.host() + ":" + settings.quicPort() + " (--http3): " + e.getMessage());
+                return failStart(application, acceptors, workers);
+            }
+        }
         Channel listener;
         Channel redirect = null;
         SupervisorLink link;
@@ -141,10 +153,7 @@ public final class PeregrineServer {
         } catch (Exception e) {
             System.err.println("peregrine: cannot listen on " + (settings.unix() != null ? settings.unix() : settings.host() + ":" + settings.port())
                     + ": " + e.getMessage());
-            stopApplication(application);
-            acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            return 1;
+            return failStart(application, acceptors, workers, quic);
         }
 
         if (link == null && settings.redirectHttpPort() != null) {
@@ -153,11 +162,7 @@ public final class PeregrineServer {
                 redirect = HttpsRedirect.bind(acceptors, settings);
             } catch (Exception e) {
                 System.err.println("peregrine: cannot listen on " + settings.host() + ":" + settings.redirectHttpPort() + " (--redirect-http): " + e.getMessage());
-                listener.close();
-                stopApplication(application);
-                acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-                workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-                return 1;
+                return failStart(application, acceptors, workers, listener, quic);
             }
         }
 
@@ -166,6 +171,7 @@ public final class PeregrineServer {
             LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
                     protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
             if (tls != null) LOG.infof("TLS by %s, ALPN %s", tls.implementation(), tls.alpn());
+            if (quic != null) LOG.infof("HTTP/3 over QUIC on udp %s:%d", settings.host(), settings.quicPort());
             if (redirect != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.redirectHttpPort());
             if (metrics.url() != null) LOG.infof("Metrics on %s", metrics.url());
         } else {
@@ -195,6 +201,8 @@ public final class PeregrineServer {
         int cut = connections.inFlight();
         if (cut > 0) LOG.warnf("Graceful timeout: %d request(s) still in flight were cut", cut);
         connections.closeAll();
+        // After the connections: QUIC connections are closed by packets sent through this socket.
+        if (quic != null) quic.close().syncUninterruptibly();
         stopApplication(application);
         acceptors.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         workers.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
@@ -209,6 +217,17 @@ public final class PeregrineServer {
         metrics.close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
+    }
+
+    /** Undoes a start that failed once the application was running: the exit status. */
+    private int failStart(ServedApplication application, EventLoopGroup acceptors, EventLoopGroup workers, Channel... bound) {
+        for (Channel channel : bound) {
+            if (channel != null) channel.close();
+        }
+        stopApplication(application);
+        acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+        workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+        return 1;
     }
 
     /** A TLS handshake may take as long as a request may stall. */

@@ -13,6 +13,11 @@ import io.netty.handler.ssl.SslContext;
 import io.netty.handler.ssl.SslContextBuilder;
 import io.netty.handler.ssl.SslProvider;
 import io.netty.util.DomainWildcardMappingBuilder;
+import io.netty.incubator.codec.http3.Http3;
+import io.netty.incubator.codec.quic.QuicChannel;
+import io.netty.incubator.codec.quic.QuicSslContext;
+import io.netty.incubator.codec.quic.QuicSslContextBuilder;
+import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.util.Mapping;
 import org.bouncycastle.asn1.pkcs.PrivateKeyInfo;
 import org.bouncycastle.openssl.PEMKeyPair;
@@ -41,6 +46,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.function.Function;
 
 /**
  * The server's TLS contexts, one per --tls-cert/--tls-key pair, and the choice between them by SNI.
@@ -62,12 +68,16 @@ public final class TlsContexts {
     private final String ciphers;
     private final List<String> alpn;
     private final SslProvider provider;
+    private final boolean http3;
     private volatile Mapping<String, SslContext> byName;
+    /** HTTP/3's context (the first pair's certificate), or null without --http3. */
+    private volatile QuicSslContext quic;
 
-    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn) {
+    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3) {
         this.pairs = pairs;
         this.ciphers = ciphers;
         this.alpn = alpn;
+        this.http3 = http3;
         this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
     }
 
@@ -76,8 +86,8 @@ public final class TlsContexts {
         List<String> alpn = settings.http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
                 : settings.http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
                 : List.of(ApplicationProtocolNames.HTTP_1_1);
-        TlsContexts contexts = new TlsContexts(settings.tlsCertificates(), settings.tlsCiphers(), alpn);
-        contexts.byName = contexts.build();
+        TlsContexts contexts = new TlsContexts(settings.tlsCertificates(), settings.tlsCiphers(), alpn, settings.http3());
+        contexts.build();
         return contexts;
     }
 
@@ -113,15 +123,26 @@ public final class TlsContexts {
     /** Reads the certificate files again; on failure the contexts in use stay, and the reason is logged. */
     public void reload() {
         try {
-            byName = build();
+            build();
             LOG.info("Reloaded the TLS certificates");
         } catch (RuntimeException e) { // UsageException names the option and the file; anything else its own cause
             LOG.errorf("Could not reload the TLS certificates, the previous ones stay in use: %s", e.getMessage());
         }
     }
 
-    private Mapping<String, SslContext> build() {
+    /**
+     * The TLS engine of each new QUIC connection, from the contexts in use when it arrives. QUIC serves
+     * the first pair's certificate whatever name the client asks for: the QUIC codec chooses by SNI only
+     * through a mapping without a default, which would fail clients that send no name (an IP address).
+     */
+    public Function<QuicChannel, QuicSslEngine> quicEngines() {
+        return channel -> quic.newEngine(channel.alloc());
+    }
+
+    /** Reads and checks every pair, then puts the new contexts in use: all of them or, on failure, none. */
+    private void build() {
         SslContext first = null;
+        QuicSslContext firstQuic = null;
         DomainWildcardMappingBuilder<SslContext> mapping = null;
         for (CertificatePair pair : pairs) {
             X509Certificate[] chain = readChain(pair.certificate());
@@ -131,10 +152,18 @@ public final class TlsContexts {
             if (first == null) {
                 first = context;
                 mapping = new DomainWildcardMappingBuilder<>(pairs.size() * 4 + 1, first);
+                if (http3) firstQuic = quicContext(chain, key);
             }
             for (String name : names(chain[0])) mapping.add(name, context);
         }
-        return mapping.build();
+        byName = mapping.build();
+        quic = firstQuic;
+    }
+
+    private static QuicSslContext quicContext(X509Certificate[] chain, PrivateKey key) {
+        return QuicSslContextBuilder.forServer(key, null, chain)
+                .applicationProtocols(Http3.supportedApplicationProtocols())
+                .build();
     }
 
     private SslContext context(X509Certificate[] chain, PrivateKey key, CertificatePair pair) {

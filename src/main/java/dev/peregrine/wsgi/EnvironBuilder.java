@@ -151,6 +151,7 @@ final class EnvironBuilder {
         return switch (httpVersion) {
             case "1.1" -> "HTTP/1.1";
             case "2" -> "HTTP/2";
+            case "3" -> "HTTP/3";
             case "1.0" -> "HTTP/1.0";
             default -> "HTTP/" + httpVersion;
         };

@@ -147,12 +147,12 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        UsageException e = Cli.withSystemProperties(Map.of("peregrine.http3", "true"),
+        UsageException e = Cli.withSystemProperties(Map.of("peregrine.compress", "true"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
-        assertEquals("--http3 is not supported yet", e.getMessage());
+        assertEquals("--compress is not supported yet", e.getMessage());
         UsageException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
                 () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
         assertEquals("--static-dir is not supported yet", r.getMessage());
-        assertTrue(Cli.withSystemProperties(Map.of("peregrine.http3", "false"), () -> Cli.settings("main:app")).lifespan());
+        assertTrue(Cli.withSystemProperties(Map.of("peregrine.compress", "false"), () -> Cli.settings("main:app")).lifespan());
     }
 }

@@ -147,8 +147,6 @@ class ServerSettingsTest {
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
-                arguments("--http3", "--http3"),
-                arguments("--quic-port", "--quic-port 8443"),
                 arguments("--acme-domain", "--acme-domain example.com"),
                 arguments("--acme-email", "--acme-email a@example.com"),
                 arguments("--acme-cache", "--acme-cache ./acme"),
@@ -197,7 +195,7 @@ class ServerSettingsTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"--redirect-http 8080", "--hsts 60", "--tls-ciphers HIGH"})
+    @ValueSource(strings = {"--redirect-http 8080", "--hsts 60", "--tls-ciphers HIGH", "--http3"})
     void tlsOnlyOptionsNeedTls(String argLine) {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
@@ -229,6 +227,22 @@ class ServerSettingsTest {
         assertThrows(UsageException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "-1", "main:app"));
     }
 
+    @Test
+    void http3PortIsTheTcpPortUnlessGiven() {
+        String tls = "--tls-cert a.pem --tls-key a.key ";
+        ServerSettings s = Cli.settings(Cli.args(tls + "--http3 --port 8443 main:app"));
+        assertTrue(s.http3());
+        assertEquals(8443, s.quicPort());
+        assertEquals(9443, Cli.settings(Cli.args(tls + "--http3 --port 8443 --quic-port 9443 main:app")).quicPort());
+        assertFalse(Cli.settings(Cli.args(tls + "main:app")).http3());
+        UsageException orphan = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--quic-port 9443 main:app")));
+        assertEquals("option '--quic-port' needs --http3", orphan.getMessage());
+        UsageException zero = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--http3 --port 0 main:app")));
+        assertTrue(zero.getMessage().startsWith("option '--http3' needs --quic-port"), zero.getMessage());
+        UsageException range = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--http3 --quic-port 70000 main:app")));
+        assertTrue(range.getMessage().startsWith("invalid value for option '--quic-port'"), range.getMessage());
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"--workers 1", "--no-http2", "--no-websockets", "--drain-delay 0", "--workers 1 --no-http2 --no-websockets"})
     void builtOrHarmlessValuesAreAccepted(String argLine) {
@@ -247,7 +261,7 @@ class ServerSettingsTest {
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
-            "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts",
+            "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 
@@ -370,7 +384,7 @@ class ServerSettingsTest {
 
     @Test
     void targetIsCheckedBeforeUnbuiltOptions() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--http3"));
+        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--compress"));
         assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
     }
 

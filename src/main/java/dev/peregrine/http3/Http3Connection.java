@@ -1,0 +1,168 @@
+package dev.peregrine.http3;
+
+import dev.peregrine.http.Application;
+import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http1.AddedHeaders;
+import dev.peregrine.server.Connections;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.incubator.codec.http3.DefaultHttp3GoAwayFrame;
+import io.netty.incubator.codec.http3.Http3;
+import io.netty.incubator.codec.http3.Http3ErrorCode;
+import io.netty.incubator.codec.quic.QuicChannel;
+import io.netty.incubator.codec.quic.QuicStreamChannel;
+import io.netty.util.concurrent.ScheduledFuture;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One QUIC connection carrying HTTP/3: what its request streams share (the peer, the settings), the
+ * count against --max-connections, --keep-alive for a connection without requests, --request-timeout
+ * for a request body that stalls, and the drain (GOAWAY, then close once the open requests are done).
+ */
+final class Http3Connection extends ChannelInboundHandlerAdapter {
+    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    /** How long a draining connection without requests stays open, for a request already on its way. */
+    private static final long DRAIN_IDLE_MILLIS = 250;
+
+    final HttpSettings settings;
+    final Application application;
+    final Connections connections;
+    final int spareBytes;
+    final int spareHeaders;
+    private final Set<Http3Stream> streams = new LinkedHashSet<>();
+
+    private ChannelHandlerContext ctx;
+    private QuicChannel quic;
+    InetSocketAddress peer;
+    InetSocketAddress local;
+    boolean peerIsTrustedProxy;
+    private long lastActivity = System.nanoTime();
+    /** The highest request stream id seen, for GOAWAY; -1 before the first. */
+    private long lastStreamId = -1;
+    private ScheduledFuture<?> timer;
+    private boolean draining;
+    private boolean closed;
+
+    Http3Connection(HttpSettings settings, Application application, Connections connections) {
+        this.settings = settings;
+        this.application = application;
+        this.connections = connections;
+        this.spareBytes = AddedHeaders.spareBytes(settings);
+        this.spareHeaders = AddedHeaders.spareHeaders(settings);
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
+        this.quic = (QuicChannel) ctx.channel();
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        peer = quic.remoteSocketAddress() instanceof InetSocketAddress inet ? inet : null;
+        local = quic.localSocketAddress() instanceof InetSocketAddress inet ? inet : null;
+        peerIsTrustedProxy = peer != null && settings.trustedProxies().trusts(peer.getAddress());
+        if (!connections.admit(quic)) {
+            close(Http3ErrorCode.H3_EXCESSIVE_LOAD);
+            return;
+        }
+        // A connection that arrives while the server drains (another worker now takes new ones) is
+        // served what it sends at once, then told to go.
+        if (connections.draining()) startDraining();
+        armTimer();
+        ctx.fireChannelActive();
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+        if (evt == Connections.DrainEvent.INSTANCE) {
+            startDraining();
+            return;
+        }
+        ctx.fireUserEventTriggered(evt);
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        closed = true;
+        if (timer != null) timer.cancel(false);
+        for (Http3Stream stream : new ArrayList<>(streams)) stream.connectionClosed();
+        streams.clear();
+        ctx.fireChannelInactive();
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        // Protocol errors were answered by Netty's HTTP/3 handler with the connection's close.
+        LOG.debugf("HTTP/3 connection from %s: %s", peer, cause.toString());
+    }
+
+    /** A request stream began; false when the connection no longer takes requests (the stream is refused). */
+    boolean opened(Http3Stream stream, QuicStreamChannel channel) {
+        lastActivity = System.nanoTime();
+        lastStreamId = Math.max(lastStreamId, channel.streamId());
+        if (closed) return false;
+        streams.add(stream);
+        return true;
+    }
+
+    void ended(Http3Stream stream) {
+        lastActivity = System.nanoTime();
+        if (streams.remove(stream) && draining && streams.isEmpty()) closeWhenStillIdle();
+    }
+
+    void touched() {
+        lastActivity = System.nanoTime();
+    }
+
+    private void startDraining() {
+        if (draining || closed) return;
+        draining = true;
+        QuicStreamChannel control = Http3.getLocalControlStream(quic);
+        if (control != null) {
+            // Requests up to the last one seen are served; later ones the client retries elsewhere (RFC 9114 5.2).
+            control.writeAndFlush(new DefaultHttp3GoAwayFrame(lastStreamId < 0 ? 0 : lastStreamId + 4));
+        }
+        if (streams.isEmpty()) closeWhenStillIdle();
+    }
+
+    private void closeWhenStillIdle() {
+        ctx.executor().schedule(() -> {
+            if (streams.isEmpty()) close(Http3ErrorCode.H3_NO_ERROR);
+        }, DRAIN_IDLE_MILLIS, TimeUnit.MILLISECONDS);
+    }
+
+    private void close(Http3ErrorCode code) {
+        if (closed) return;
+        closed = true;
+        quic.close(true, code.code(), Unpooled.EMPTY_BUFFER);
+    }
+
+    private void armTimer() {
+        long keepAlive = settings.keepAliveMillis() > 0 ? settings.keepAliveMillis() : Long.MAX_VALUE;
+        long request = settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : Long.MAX_VALUE;
+        long tick = Math.min(keepAlive, request);
+        timer = ctx.executor().schedule(this::checkTimeouts, tick == Long.MAX_VALUE ? 1000 : Math.max(10, tick / 2), TimeUnit.MILLISECONDS);
+    }
+
+    private void checkTimeouts() {
+        if (closed) return;
+        long now = System.nanoTime();
+        if (settings.keepAliveMillis() > 0 && streams.isEmpty()
+                && now - lastActivity >= TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis())) {
+            close(Http3ErrorCode.H3_NO_ERROR);
+            return;
+        }
+        if (settings.requestTimeoutMillis() > 0) {
+            long limit = TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMillis());
+            for (Http3Stream stream : new ArrayList<>(streams)) stream.checkStall(now, limit);
+        }
+        armTimer();
+    }
+}
