@@ -10,8 +10,10 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.incubator.codec.http3.DefaultHttp3GoAwayFrame;
 import io.netty.incubator.codec.http3.Http3;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
+import io.netty.incubator.codec.http3.Http3Exception;
 import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
+import io.netty.incubator.codec.quic.QuicStreamType;
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
@@ -86,6 +88,25 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
             return;
         }
         ctx.fireUserEventTriggered(evt);
+    }
+
+    /**
+     * The client's unidirectional streams (control, QPACK) get a last handler: Netty closes the connection
+     * for their protocol errors but passes the error on, where it would be logged at WARN each time;
+     * errors Netty does not handle (its QPACK encoder fails on some instructions) close the connection.
+     */
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        if (msg instanceof QuicStreamChannel stream && stream.type() == QuicStreamType.UNIDIRECTIONAL) {
+            stream.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void exceptionCaught(ChannelHandlerContext streamCtx, Throwable cause) {
+                    LOG.debugf("HTTP/3 unidirectional stream from %s: %s", peer, cause.toString());
+                    if (!(cause instanceof Http3Exception)) close(Http3ErrorCode.H3_INTERNAL_ERROR);
+                }
+            });
+        }
+        ctx.fireChannelRead(msg);
     }
 
     @Override

@@ -60,6 +60,10 @@ public final class Http3Setup {
                 .initialMaxStreamDataUnidirectional(Math.max(STREAM_WINDOW, Http3.MIN_INITIAL_MAX_STREAM_DATA_UNIDIRECTIONAL))
                 .initialMaxStreamsBidirectional(MAX_CONCURRENT_STREAMS)
                 .initialMaxStreamsUnidirectional(Http3.MIN_INITIAL_MAX_STREAMS_UNIDIRECTIONAL)
+                // Clients are asked not to move their connections to a new address of their own accord (Chromium
+                // does so when a path seems slow): under SO_REUSEPORT a new address can land on another worker,
+                // and quiche failed such moves here under load (INVALID_STATE, the connection lost).
+                .activeMigration(false)
                 .tokenHandler(TOKENS)
                 .handler(new ChannelInitializer<QuicChannel>() {
                     @Override

@@ -21,9 +21,11 @@ import io.netty.incubator.codec.http3.DefaultHttp3Headers;
 import io.netty.incubator.codec.http3.DefaultHttp3HeadersFrame;
 import io.netty.incubator.codec.http3.Http3DataFrame;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
+import io.netty.incubator.codec.http3.Http3Exception;
 import io.netty.incubator.codec.http3.Http3Headers;
 import io.netty.incubator.codec.http3.Http3HeadersFrame;
 import io.netty.incubator.codec.http3.Http3RequestStreamInboundHandler;
+import io.netty.incubator.codec.quic.QuicException;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.util.AsciiString;
 
@@ -42,6 +44,7 @@ import java.util.ArrayDeque;
  * application is told to wait ({@link #writable}).
  */
 final class Http3Stream extends Http3RequestStreamInboundHandler {
+    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
     private final Http3Connection connection;
     private ChannelHandlerContext ctx;
     private QuicStreamChannel channel;
@@ -61,7 +64,14 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         this.channel = (QuicStreamChannel) ctx.channel();
         // The body is read as the application asks for it.
         channel.config().setAutoRead(false);
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        // The first read once the stream's initializer has left the pipeline: what the frame codec throws
+        // for a malformed head then comes to this handler.
         ctx.read();
+        ctx.fireChannelActive();
     }
 
     @Override
@@ -117,11 +127,19 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
     @Override
     protected void channelInputClosed(ChannelHandlerContext ctx) {
         inputEnded = true;
-        if (exchange != null) exchange.onRequestEnd();
+        if (exchange != null) {
+            exchange.onRequestEnd();
+        } else if (!finished) {
+            // A request stream that ends without a head (RFC 9114 4.1.2).
+            finished = true;
+            channel.shutdown(Http3ErrorCode.H3_REQUEST_INCOMPLETE.code());
+        }
     }
 
     @Override
     public void channelReadComplete(ChannelHandlerContext ctx) {
+        // A read that brought nothing for the application (trailers, unknown frames, part of the head) reads on.
+        if (!finished && (exchange == null || exchange.waitingForClient())) ctx.read();
         ctx.flush();
     }
 
@@ -142,7 +160,15 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         if (exchange != null) exchange.cut();
-        super.exceptionCaught(ctx, cause); // Netty's handler resets the stream or closes the connection, as the error says
+        LOG.debugf("HTTP/3 stream from %s: %s", connection.peer, cause.toString());
+        // Netty has closed the connection for its protocol errors (its own handler would log each at ERROR,
+        // for any client to trigger); anything else, such as fields its QPACK decoder chokes on, resets the stream.
+        if (cause instanceof Http3Exception || cause instanceof QuicException) return;
+        if (!finished) {
+            finished = true;
+            connection.ended(this);
+        }
+        if (channel.isActive()) channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
     }
 
     void connectionClosed() {
