@@ -33,4 +33,15 @@ public record HttpSettings(
                         s.http3() ? "h3=\":" + s.quicPort() + "\"; ma=86400" : null),
                 s.gracefulTimeoutMillis());
     }
+
+    /**
+     * How often a multiplexed connection (HTTP/2, HTTP/3) checks its timeouts with one timer: twice per
+     * the shorter of --keep-alive and --request-timeout, once a second when both are off.
+     */
+    public long timeoutCheckMillis() {
+        long keepAlive = keepAliveMillis > 0 ? keepAliveMillis : Long.MAX_VALUE;
+        long request = requestTimeoutMillis > 0 ? requestTimeoutMillis : Long.MAX_VALUE;
+        long tick = Math.min(keepAlive, request);
+        return tick == Long.MAX_VALUE ? 1000 : Math.max(10, tick / 2);
+    }
 }

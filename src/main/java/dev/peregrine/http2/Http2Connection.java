@@ -4,9 +4,9 @@ import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
+import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http1.AddedHeaders;
 import dev.peregrine.http1.RequestHead;
@@ -33,7 +33,6 @@ import io.netty.handler.codec.http2.Http2FrameStreamException;
 import io.netty.handler.codec.http2.Http2HeadersFrame;
 import io.netty.handler.codec.http2.Http2ResetFrame;
 import io.netty.handler.codec.http2.Http2Stream;
-import io.netty.util.AsciiString;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -41,7 +40,6 @@ import io.netty.util.concurrent.ScheduledFuture;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -198,16 +196,12 @@ final class Http2Connection extends ChannelDuplexHandler {
             ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
             if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
         }
-        if (settings.requestId()) exchange.requestId = requestIdOf(head, AddedHeaders.requestId(head));
+        if (settings.requestId()) exchange.echoRequestId(AddedHeaders.requestId(head));
         if (settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), peerIsTrustedProxy);
         streams.put(stream.id(), exchange);
         exchange.windowChanged(); // a client may open with a window of 0
         connections.requestStarted();
         application.dispatch(exchange);
-    }
-
-    private static AsciiString requestIdOf(RequestHead head, int header) {
-        return new AsciiString(head.bytes(), head.valueStart(header), head.valueLength(header), true);
     }
 
     private void onData(Http2DataFrame frame) {
@@ -264,10 +258,7 @@ final class Http2Connection extends ChannelDuplexHandler {
     // body stalls while the application waits for it is cut after --request-timeout. One timer per connection.
 
     private void armTimer() {
-        long keepAlive = settings.keepAliveMillis() > 0 ? settings.keepAliveMillis() : Long.MAX_VALUE;
-        long request = settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : Long.MAX_VALUE;
-        long tick = Math.min(keepAlive, request);
-        timer = ctx.executor().schedule(this::checkTimeouts, tick == Long.MAX_VALUE ? 1000 : Math.max(10, tick / 2), TimeUnit.MILLISECONDS);
+        timer = ctx.executor().schedule(this::checkTimeouts, settings.timeoutCheckMillis(), TimeUnit.MILLISECONDS);
     }
 
     private void checkTimeouts() {
@@ -280,7 +271,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         if (settings.requestTimeoutMillis() > 0 && !streams.isEmpty()) {
             long limit = TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMillis());
             for (Exchange exchange : new ArrayList<>(streams.values())) {
-                if (exchange.waitingForClient() && now - exchange.lastData >= limit) exchange.timedOut();
+                exchange.checkStall(now, limit);
             }
             ctx.flush();
         }
@@ -288,216 +279,94 @@ final class Http2Connection extends ChannelDuplexHandler {
     }
 
     /** One stream: the transport side of one request. */
-    final class Exchange extends LoopExchange {
+    final class Exchange extends StreamExchange<Http2DataFrame> {
         private final Http2FrameStream stream;
-        private final RequestHead head;
-        private final long startNanos = System.nanoTime();
-        private final ArrayDeque<Http2DataFrame> pending = new ArrayDeque<>(2);
-        private boolean demanded;
-        private boolean requestEnded;
-        private boolean endDelivered;
-        private long bodyReceived;
         private volatile boolean windowOpen = true;
-        private boolean done;
-        private boolean headSent;
-        private boolean bodyless;
-        private int status;
-        private long bytesSent;
-        /** Bytes of the declared content-length not yet sent, or -1. */
-        private long lengthLeft = -1;
-        private AsciiString requestId;
-        /** When the client last sent body (or the stream began). */
-        private long lastData = System.nanoTime();
+        /** The response's last frame written so far: what the reset of an unread body waits for. */
+        private ChannelFuture lastFrame;
 
         Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
-            super(ctx.channel(), peer, settings.scheme());
+            super(ctx.channel(), peer, Http2Connection.this.settings, Http2Connection.this.connections, head, MetricsLayout.HTTP_2);
             this.stream = stream;
-            this.head = head;
             this.requestEnded = requestEnded;
         }
 
-        @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return "2"; }
 
-        @Override
-        public void demand() {
-            onLoop(() -> {
-                if (disconnected()) return;
-                demanded = true;
-                pump();
-                ctx.flush();
-            });
-        }
-
         void onData(Http2DataFrame frame) {
-            lastData = System.nanoTime();
             if (frame.isEndStream()) requestEnded = true;
-            bodyReceived += frame.content().readableBytes();
-            if (bodyReceived > settings.maxBody()) {
-                consume(stream, frame.initialFlowControlledBytes());
-                frame.release();
-                bodyTooLarge();
-                return;
-            }
-            if (done) {
-                consume(stream, frame.initialFlowControlledBytes());
-                frame.release();
-                return;
-            }
-            pending.add(frame);
-            pump();
+            onBody(frame, frame.content().readableBytes());
         }
 
         void onTrailers(boolean endStream) {
-            if (endStream) {
-                requestEnded = true;
-                pump();
-            }
+            if (endStream) onRequestEnd();
         }
 
-        /** Hands the application one piece of body per demand, acknowledging it to the client as it goes. */
-        private void pump() {
-            while (demanded && receiver() != null && !disconnected()) {
-                Http2DataFrame frame = pending.poll();
-                if (frame != null) {
-                    consume(stream, frame.initialFlowControlledBytes());
-                    ByteBuf data = frame.content();
-                    if (!data.isReadable()) {
-                        data.release();
-                        continue;
-                    }
-                    demanded = false;
-                    receiver().onBody(data);
-                } else if (requestEnded) {
-                    if (!endDelivered) {
-                        endDelivered = true;
-                        demanded = false;
-                        receiver().onBodyEnd();
-                    }
-                    return;
-                } else {
-                    return;
-                }
-            }
+        @Override
+        protected ByteBuf take(Http2DataFrame frame) {
+            consume(stream, frame.initialFlowControlledBytes());
+            return frame.content();
         }
 
-        boolean waitingForClient() {
-            return demanded && !requestEnded && pending.isEmpty();
+        @Override
+        protected void discard(Http2DataFrame frame) {
+            consume(stream, frame.initialFlowControlledBytes());
+            frame.release();
         }
 
-        /** The body stalled. */
-        void timedOut() {
-            refuseBody(408, "request timed out");
-        }
-
-        private void bodyTooLarge() {
-            refuseBody(413, "request body larger than --max-body");
-        }
-
-        /** The body broke a limit: the server answers {@code status} if nothing was answered yet, and the stream ends either way. */
-        private void refuseBody(int status, String reason) {
-            streams.remove(stream.id());
-            boolean answered = headSent;
-            cut();
-            if (answered) ctx.write(new DefaultHttp2ResetFrame(Http2Error.CANCEL).stream(stream));
-            else refuse(stream, head, status, reason);
+        @Override
+        protected void afterDemand() {
             ctx.flush();
         }
 
         @Override
-        protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            if (disconnected() || done) {
-                if (body != null) body.release();
-                return;
-            }
-            if (responseHead != null) {
-                status = responseHead.status();
-                headSent = true;
-                bodyless = head.method().equals("HEAD") || status < 200 || status == 204 || status == 304;
-                lengthLeft = responseHead.contentLength();
-                boolean endNow = last && (bodyless || (size == 0 && lengthLeft <= 0));
-                ChannelFuture written = ctx.write(new DefaultHttp2HeadersFrame(
-                        Http2Responses.headers(responseHead, last && !bodyless ? size : -1, requestId, tlsHeaders), endNow).stream(stream));
-                if (endNow) {
-                    if (body != null) body.release();
-                    finish(written);
-                    return;
-                }
-            }
-            if (bodyless || body == null || size == 0) {
-                if (body != null) body.release();
-                if (last) end(Unpooled.EMPTY_BUFFER);
-                else ctx.flush();
-                return;
-            }
-            if (lengthLeft >= 0) {
-                if (size > lengthLeft) body.writerIndex(body.readerIndex() + (int) lengthLeft); // never more than declared
-                lengthLeft -= body.readableBytes();
-            }
-            bytesSent += body.readableBytes();
-            if (last) {
-                end(body);
-            } else {
-                ctx.writeAndFlush(new DefaultHttp2DataFrame(body, false).stream(stream));
-            }
+        protected boolean writeHead(ResponseHead response, long completeSize, boolean endStream) {
+            lastFrame = ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, completeSize, requestId, tlsHeaders), endStream)
+                    .stream(stream));
+            if (endStream) ctx.flush();
+            return endStream;
         }
 
-        /** The last piece: ends the stream, or resets it when fewer bytes came than the declared content-length. */
-        private void end(ByteBuf last) {
-            boolean complete = lengthLeft <= 0 || bodyless;
-            ChannelFuture written = ctx.write(new DefaultHttp2DataFrame(last, complete).stream(stream));
+        @Override
+        protected void writeData(ByteBuf data) {
+            if (data == null) ctx.flush();
+            else lastFrame = ctx.writeAndFlush(new DefaultHttp2DataFrame(data, false).stream(stream));
+        }
+
+        @Override
+        protected void writeEnd(ByteBuf last, boolean complete) {
+            lastFrame = ctx.write(new DefaultHttp2DataFrame(last != null ? last : Unpooled.EMPTY_BUFFER, complete).stream(stream));
             if (!complete) {
                 // A reset goes out ahead of DATA the flow controller still holds: the client would lose what did arrive.
-                written.addListener(done -> {
+                lastFrame.addListener(written -> {
                     if (codec.connection().stream(stream.id()) != null) {
                         ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
                     }
                 });
                 requestEnded = true; // the reset ends the request side too
             }
-            finish(written);
-        }
-
-        /** The response is complete: count and log it, and tell the client to stop sending a body nobody reads. */
-        private void finish(ChannelFuture lastFrame) {
-            done = true;
-            streams.remove(stream.id());
-            connections.requestEnded();
-            metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, startNanos, bodyReceived, bytesSent);
-            if (settings.accessLog() != null) settings.accessLog().log(this, status, bytesSent, startNanos);
-            if (!requestEnded) stopBody(stream, lastFrame);
-            releasePending();
             ctx.flush();
         }
 
-        private void releasePending() {
-            Http2DataFrame frame;
-            while ((frame = pending.poll()) != null) {
-                consume(stream, frame.initialFlowControlledBytes());
-                frame.release();
-            }
-        }
-
-        /** The stream was reset or the connection is gone: nothing more is written. */
         @Override
-        protected void onCut() {
-            if (!done) {
-                done = true;
-                connections.requestEnded();
-            }
-            Http2DataFrame frame;
-            while ((frame = pending.poll()) != null) frame.release();
+        protected void stopBody() {
+            Http2Connection.this.stopBody(stream, lastFrame);
+            ctx.flush();
         }
 
         @Override
-        public void abort() {
-            onLoop(() -> {
-                if (disconnected()) return;
-                boolean answering = !done;
-                streams.remove(stream.id());
-                cut();
-                if (answering && !closed) ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.INTERNAL_ERROR).stream(stream));
-            });
+        protected void refuse(int status, String reason) {
+            Http2Connection.this.refuse(stream, head(), status, reason);
+        }
+
+        @Override
+        protected void reset(boolean refused) {
+            if (!closed) ctx.writeAndFlush(new DefaultHttp2ResetFrame(refused ? Http2Error.CANCEL : Http2Error.INTERNAL_ERROR).stream(stream));
+        }
+
+        @Override
+        protected void released() {
+            streams.remove(stream.id());
         }
 
         @Override

@@ -166,10 +166,7 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     }
 
     private void armTimer() {
-        long keepAlive = settings.keepAliveMillis() > 0 ? settings.keepAliveMillis() : Long.MAX_VALUE;
-        long request = settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : Long.MAX_VALUE;
-        long tick = Math.min(keepAlive, request);
-        timer = ctx.executor().schedule(this::checkTimeouts, tick == Long.MAX_VALUE ? 1000 : Math.max(10, tick / 2), TimeUnit.MILLISECONDS);
+        timer = ctx.executor().schedule(this::checkTimeouts, settings.timeoutCheckMillis(), TimeUnit.MILLISECONDS);
     }
 
     private void checkTimeouts() {

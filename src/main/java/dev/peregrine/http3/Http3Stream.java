@@ -1,9 +1,9 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.HttpRequestHead;
-import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
+import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http1.AddedHeaders;
 import dev.peregrine.http1.RequestHead;
 import dev.peregrine.http2.Http2RequestHeads;
@@ -32,7 +32,6 @@ import io.netty.util.AsciiString;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
-import java.util.ArrayDeque;
 
 /**
  * One HTTP/3 request stream, after Netty's frame codec and its checks of frame order: one call of the
@@ -104,10 +103,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
             ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, connection.settings.trustedProxies());
             if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
         }
-        if (connection.settings.requestId()) {
-            int header = AddedHeaders.requestId(head);
-            exchange.requestId = new AsciiString(head.bytes(), head.valueStart(header), head.valueLength(header), true);
-        }
+        if (connection.settings.requestId()) exchange.echoRequestId(AddedHeaders.requestId(head));
         if (connection.settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), connection.peerIsTrustedProxy);
         connection.connections.requestStarted();
         connection.application.dispatch(exchange);
@@ -121,7 +117,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
             readOn();
             return;
         }
-        exchange.onData(frame.content());
+        exchange.onBody(frame.content(), frame.content().readableBytes());
     }
 
     @Override
@@ -177,9 +173,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
 
     /** Cuts a request whose body stalled for --request-timeout while the application waits for it. */
     void checkStall(long now, long limit) {
-        if (exchange != null && exchange.waitingForClient() && now - exchange.lastData >= limit) {
-            exchange.refuseBody(408, "request timed out");
-        }
+        if (exchange != null) exchange.checkStall(now, limit);
     }
 
     /** Reads on when nobody waits for what is read (a refused or finished request's remaining body). */
@@ -221,22 +215,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
     }
 
     /** The transport side of the stream's request. */
-    final class Exchange extends LoopExchange {
-        private final RequestHead head;
-        private final long startNanos = System.nanoTime();
-        private final ArrayDeque<ByteBuf> pending = new ArrayDeque<>(2);
-        private boolean demanded;
-        private boolean requestEnded;
-        private boolean endDelivered;
-        private long bodyReceived;
-        private boolean done;
-        private boolean headSent;
-        private boolean bodyless;
-        private int status;
-        private long bytesSent;
-        /** Bytes of the declared content-length not yet sent, or -1. */
-        private long lengthLeft = -1;
-        private AsciiString requestId;
+    final class Exchange extends StreamExchange<ByteBuf> {
         /**
          * A write the stream refused: the client stopped it (STOP_SENDING, how browsers cancel a request
          * whose body they finished) or reset it. QUIC tells of STOP_SENDING only to a write, so this is
@@ -250,154 +229,72 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         };
         /** The response's last frame handed to the codec so far: the stream ends behind it. */
         private ChannelFuture lastWrite;
-        /** When the client last sent body (or the stream began). */
-        private long lastData = System.nanoTime();
 
         Exchange(RequestHead head) {
-            super(channel, connection.peer, connection.settings.scheme());
-            this.head = head;
+            super(channel, connection.peer, connection.settings, connection.connections, head, MetricsLayout.HTTP_3);
         }
 
-        @Override public HttpRequestHead head() { return head; }
         @Override public String httpVersion() { return "3"; }
         @Override public InetSocketAddress localAddress() { return connection.local; }
 
         @Override
-        public void demand() {
-            onLoop(() -> {
-                if (disconnected()) return;
-                demanded = true;
-                pump();
-            });
-        }
-
-        void onData(ByteBuf data) {
-            lastData = System.nanoTime();
-            bodyReceived += data.readableBytes();
-            if (bodyReceived > connection.settings.maxBody()) {
-                data.release();
-                refuseBody(413, "request body larger than --max-body");
-                return;
-            }
-            if (done) {
-                data.release();
-                readOn();
-                return;
-            }
-            pending.add(data);
-            pump();
-        }
-
-        void onRequestEnd() {
-            requestEnded = true;
-            if (!done) pump();
-        }
-
-        /** Hands the application one piece of body per demand; reads the stream when it has none to give. */
-        private void pump() {
-            while (demanded && receiver() != null && !disconnected()) {
-                ByteBuf data = pending.poll();
-                if (data != null) {
-                    if (!data.isReadable()) {
-                        data.release();
-                        continue;
-                    }
-                    demanded = false;
-                    receiver().onBody(data);
-                } else if (requestEnded) {
-                    if (!endDelivered) {
-                        endDelivered = true;
-                        demanded = false;
-                        receiver().onBodyEnd();
-                    }
-                    return;
-                } else {
-                    ctx.read();
-                    return;
-                }
-            }
-        }
-
-        boolean waitingForClient() {
-            return demanded && !requestEnded && pending.isEmpty() && !done;
-        }
-
-        /** The body broke a limit: the server answers {@code status} if nothing was answered yet, and the stream ends either way. */
-        void refuseBody(int status, String reason) {
-            boolean answered = headSent;
-            cut();
-            if (answered) channel.shutdown(Http3ErrorCode.H3_REQUEST_CANCELLED.code());
-            else refuse(head, status, reason);
+        protected ByteBuf take(ByteBuf data) {
+            return data; // QUIC acknowledges stream data as it is read: what is held was already asked for
         }
 
         @Override
-        protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            if (disconnected() || done) {
-                if (body != null) body.release();
-                return;
-            }
-            if (responseHead != null) {
-                status = responseHead.status();
-                headSent = true;
-                bodyless = head.method().equals("HEAD") || status < 200 || status == 204 || status == 304;
-                lengthLeft = responseHead.contentLength();
-                lastWrite = ctx.write(new DefaultHttp3HeadersFrame(headers(responseHead, last && !bodyless ? size : -1, requestId)))
-                        .addListener(cutOnFailure);
-            }
-            if (bodyless || body == null || size == 0) {
-                if (body != null) body.release();
-                if (last) end(null);
-                else ctx.flush();
-                return;
-            }
-            if (lengthLeft >= 0) {
-                if (size > lengthLeft) body.writerIndex(body.readerIndex() + (int) lengthLeft); // never more than declared
-                lengthLeft -= body.readableBytes();
-            }
-            bytesSent += body.readableBytes();
-            if (last) end(body);
-            else lastWrite = ctx.writeAndFlush(new DefaultHttp3DataFrame(body)).addListener(cutOnFailure);
+        protected void discard(ByteBuf data) {
+            data.release();
+            readOn();
         }
 
-        /** The last piece: ends the stream (FIN), or resets it when fewer bytes came than the declared content-length. */
-        private void end(ByteBuf last) {
+        @Override
+        protected void needBody() {
+            ctx.read();
+        }
+
+        @Override
+        protected boolean writeHead(ResponseHead response, long completeSize, boolean endStream) {
+            // The stream's end is a FIN after the head: it is written by writeEnd.
+            lastWrite = ctx.write(new DefaultHttp3HeadersFrame(headers(response, completeSize, requestId))).addListener(cutOnFailure);
+            return false;
+        }
+
+        @Override
+        protected void writeData(ByteBuf data) {
+            if (data == null) ctx.flush();
+            else lastWrite = ctx.writeAndFlush(new DefaultHttp3DataFrame(data)).addListener(cutOnFailure);
+        }
+
+        @Override
+        protected void writeEnd(ByteBuf last, boolean complete) {
             ChannelFuture written = last != null ? ctx.writeAndFlush(new DefaultHttp3DataFrame(last)) : lastWrite;
             if (written == null) written = ctx.newSucceededFuture();
             ctx.flush();
             // The end goes out once the last frame is written: the frame codec may still hold frames back
             // (until the client's SETTINGS arrive), and the FIN or reset would overtake them.
-            boolean complete = lengthLeft <= 0 || bodyless;
             written.addListener(complete ? QuicStreamChannel.SHUTDOWN_OUTPUT
                     : future -> channel.shutdownOutput(Http3ErrorCode.H3_INTERNAL_ERROR.code()));
-            done = true;
-            connection.connections.requestEnded();
-            connection.connections.metrics().requestFinished(head.method(), MetricsLayout.HTTP_3, status, startNanos, bodyReceived, bytesSent);
-            if (connection.settings.accessLog() != null) connection.settings.accessLog().log(this, status, bytesSent, startNanos);
-            ByteBuf data;
-            while ((data = pending.poll()) != null) data.release();
-            if (!requestEnded) stopBody();
+        }
+
+        @Override
+        protected void stopBody() {
+            Http3Stream.this.stopBody();
+        }
+
+        @Override
+        protected void refuse(int status, String reason) {
+            Http3Stream.this.refuse(head(), status, reason);
+        }
+
+        @Override
+        protected void reset(boolean refused) {
+            channel.shutdown((refused ? Http3ErrorCode.H3_REQUEST_CANCELLED : Http3ErrorCode.H3_INTERNAL_ERROR).code());
+        }
+
+        @Override
+        protected void released() {
             connection.ended(Http3Stream.this);
-        }
-
-        /** The stream was reset or the connection is gone: nothing more is written. */
-        @Override
-        protected void onCut() {
-            if (!done) {
-                done = true;
-                connection.connections.requestEnded();
-            }
-            ByteBuf data;
-            while ((data = pending.poll()) != null) data.release();
-        }
-
-        @Override
-        public void abort() {
-            onLoop(() -> {
-                if (disconnected()) return;
-                boolean answering = !done;
-                cut();
-                if (answering) channel.shutdown(Http3ErrorCode.H3_INTERNAL_ERROR.code());
-            });
         }
 
         @Override
