@@ -2,15 +2,10 @@ package dev.peregrine.http2;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
-import dev.peregrine.cli.PeregrineCommand;
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.http.Application;
-import dev.peregrine.http.BodyReceiver;
-import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.server.Connections;
+import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -18,7 +13,6 @@ import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.http2.Http2CodecUtil;
 import io.netty.util.ReferenceCountUtil;
 
-import picocli.CommandLine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -31,13 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * (answered, reset or cut by the connection's close): no stream may be left hanging.
  */
 class Http2FuzzTest {
-    private static final HttpSettings SETTINGS = settings("app:app", "--max-body", "4096", "--max-header-size", "2048", "--graceful-timeout", "0");
+    private static final HttpSettings SETTINGS = AnsweringApplication.settings("app:app", "--max-body", "4096", "--max-header-size", "2048", "--graceful-timeout", "0");
 
-    private static HttpSettings settings(String... args) {
-        PeregrineCommand command = new PeregrineCommand();
-        new CommandLine(command).parseArgs(args);
-        return HttpSettings.from(ServerSettings.from(command));
-    }
 
     @FuzzTest(maxDuration = "30s")
     void frames(FuzzedDataProvider data) {
@@ -80,32 +69,6 @@ class Http2FuzzTest {
             }
         } finally {
             out.release();
-        }
-    }
-
-    /** Reads each body to its end, then answers 200 with a small body; answers at once what has no body. */
-    private static final class AnsweringApplication implements Application {
-        @Override
-        public void dispatch(HttpExchange exchange) {
-            exchange.receiveBody(new BodyReceiver() {
-                @Override
-                public void onBody(ByteBuf data) {
-                    data.release();
-                    exchange.demand();
-                }
-
-                @Override
-                public void onBodyEnd() {
-                    ResponseHead head = new ResponseHead(200);
-                    head.add("content-type", "text/plain");
-                    exchange.send(head, Unpooled.wrappedBuffer(new byte[] {'o', 'k'}), true);
-                }
-
-                @Override
-                public void onDisconnect() {
-                }
-            });
-            exchange.demand();
         }
     }
 }

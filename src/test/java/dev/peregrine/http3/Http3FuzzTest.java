@@ -2,15 +2,10 @@ package dev.peregrine.http3;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
-import dev.peregrine.cli.PeregrineCommand;
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.http.Application;
-import dev.peregrine.http.BodyReceiver;
-import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.server.Connections;
+import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.ByteBuf;
@@ -37,7 +32,6 @@ import org.bouncycastle.cert.jcajce.JcaX509CertificateConverter;
 import org.bouncycastle.cert.jcajce.JcaX509v3CertificateBuilder;
 import org.bouncycastle.operator.jcajce.JcaContentSignerBuilder;
 import org.junit.jupiter.api.AfterAll;
-import picocli.CommandLine;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintWriter;
@@ -439,7 +433,7 @@ class Http3FuzzTest {
         }
 
         private Rig() throws Exception {
-            HttpSettings settings = settings("app:app", "--max-body", "4096", "--max-header-size", "2048", "--graceful-timeout", "0",
+            HttpSettings settings = AnsweringApplication.settings("app:app", "--max-body", "4096", "--max-header-size", "2048", "--graceful-timeout", "0",
                     "--keep-alive", "600000"); // no idle close between inputs: the client's connection is reused
             KeyPairGenerator generator = KeyPairGenerator.getInstance("EC");
             generator.initialize(256);
@@ -542,38 +536,6 @@ class Http3FuzzTest {
                 problems.clear();
                 fail("logged while serving the input:\n" + String.join("\n", seen));
             }
-        }
-    }
-
-    private static HttpSettings settings(String... args) {
-        PeregrineCommand command = new PeregrineCommand();
-        new CommandLine(command).parseArgs(args);
-        return HttpSettings.from(ServerSettings.from(command));
-    }
-
-    /** Reads each body to its end, then answers 200 with a small body. */
-    private static final class AnsweringApplication implements Application {
-        @Override
-        public void dispatch(HttpExchange exchange) {
-            exchange.receiveBody(new BodyReceiver() {
-                @Override
-                public void onBody(ByteBuf data) {
-                    data.release();
-                    exchange.demand();
-                }
-
-                @Override
-                public void onBodyEnd() {
-                    ResponseHead head = new ResponseHead(200);
-                    head.add("content-type", "text/plain");
-                    exchange.send(head, Unpooled.wrappedBuffer(new byte[] {'o', 'k'}), true);
-                }
-
-                @Override
-                public void onDisconnect() {
-                }
-            });
-            exchange.demand();
         }
     }
 }
