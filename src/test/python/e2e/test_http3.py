@@ -38,7 +38,6 @@ from test_workers import wait_workers
 from test_tls import (  # noqa: F401 (certs is the module-scoped fixture making the test certificates)
     assert_refused,
     certs,
-    h2,
     h2_request,
     header_values,
     https_client,
@@ -46,8 +45,6 @@ from test_tls import (  # noqa: F401 (certs is the module-scoped fixture making 
 )
 
 pytestmark = pytest.mark.peregrine_only
-
-needs_h2 = pytest.mark.skipif(h2 is None, reason="the h2 client library is not installed")
 
 APP = "h3_app:app"
 MiB = 1 << 20
@@ -172,7 +169,6 @@ def test_alt_svc_on_http11_responses(h3_server, certs):
         assert response.headers.get_list("alt-svc") == [alt_svc(h3_server.port)]
 
 
-@needs_h2
 def test_alt_svc_on_http2_responses(h3_server, certs):
     for path in ("/", "/missing"):
         status, headers, _ = h2_request(h3_server.port, certs, path)
@@ -187,9 +183,8 @@ def test_no_alt_svc_without_http3(start_server, certs):
         assert response.status_code == 200
         assert "alt-svc" not in response.headers
         assert "alt-svc" not in client.get("/missing").headers
-    if h2 is not None:
-        _, headers, _ = h2_request(server.port, certs, "/")
-        assert header_values(headers, "alt-svc") == []
+    _, headers, _ = h2_request(server.port, certs, "/")
+    assert header_values(headers, "alt-svc") == []
 
 
 # ---------------------------------------------------------------------------
