@@ -17,6 +17,7 @@ import java.util.Map;
 @ApplicationScoped
 public class CommandLineSetup {
 
+
     /** Help groups, in order; an option not listed falls into the last group. */
     private static final Map<String, List<String>> GROUPS = new LinkedHashMap<>();
     static {

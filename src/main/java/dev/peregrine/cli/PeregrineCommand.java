@@ -1,10 +1,12 @@
 package dev.peregrine.cli;
 
-import dev.peregrine.server.PeregrineServer;
-import dev.peregrine.tls.TlsContexts;
-import dev.peregrine.workers.Supervisor;
-import dev.peregrine.workers.SupervisorLink;
+import dev.peregrine.config.ApplicationProtocol;
+import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.LogFormat;
+import dev.peregrine.config.LogLevel;
+import dev.peregrine.config.ServerSettings;
 import io.quarkus.picocli.runtime.annotations.TopCommand;
+import jakarta.inject.Inject;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -17,36 +19,35 @@ import java.util.concurrent.Callable;
 /**
  * {@code peregrine [options] MODULE:ATTRIBUTE}: every option of the product, under the names users know
  * from uvicorn and gunicorn. Values come from the command line, else from {@link ConfigDefaults}
- * ({@code PEREGRINE_*} variables, then {@code application.properties}).
+ * ({@code -D} properties, {@code PEREGRINE_*} variables, then {@code application.properties}), else from
+ * the {@code defaultValue} declared here, the one place a default is written. This class only parses:
+ * {@link CommandLineSettings} turns what it parsed into the configuration records, and the entry point
+ * it is given starts the server.
  */
 @TopCommand
-@Command(name = "peregrine", mixinStandardHelpOptions = true, versionProvider = Version.class, sortOptions = false,
+@Command(name = "peregrine", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class, sortOptions = false,
         usageHelpAutoWidth = true,
         description = "Serve a Python ASGI or WSGI application. The protocol is detected from the callable.")
 public class PeregrineCommand implements Callable<Integer> {
-
-    public enum Protocol { auto, asgi, wsgi }
-    public enum LogLevel { debug, info, warning, error, silent }
-    public enum LogFormat { text, json }
 
     @Parameters(index = "0", paramLabel = "MODULE:ATTRIBUTE", arity = "0..1",
             description = "The application, e.g. main:app or myproject.wsgi:application.")
     public String target;
 
     // Network
-    @Option(names = "--host", paramLabel = "HOST", description = "Interface to bind (default ${DEFAULT-VALUE}).") public String host;
-    @Option(names = "--port", paramLabel = "PORT", description = "Port to bind (default ${DEFAULT-VALUE}).") public Integer port;
+    @Option(names = "--host", defaultValue = "127.0.0.1", paramLabel = "HOST", description = "Interface to bind (default ${DEFAULT-VALUE}).") public String host;
+    @Option(names = "--port", defaultValue = "8000", paramLabel = "PORT", description = "Port to bind (default ${DEFAULT-VALUE}).") public Integer port;
     @Option(names = "--unix", paramLabel = "PATH", description = "Listen on a unix socket instead.") public Path unix;
-    @Option(names = "--backlog", paramLabel = "N", description = "Listen backlog (default ${DEFAULT-VALUE}).") public Integer backlog;
-    @Option(names = "--max-connections", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}).") public Integer maxConnections;
-    @Option(names = "--forwarded-allow-ips", paramLabel = "LIST", description = "Proxies whose X-Forwarded-*/Forwarded headers are trusted: addresses, CIDR blocks, unix, or * (default ${DEFAULT-VALUE}).") public String forwardedAllowIps;
+    @Option(names = "--backlog", defaultValue = "2048", paramLabel = "N", description = "Listen backlog (default ${DEFAULT-VALUE}).") public Integer backlog;
+    @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}).") public Integer maxConnections;
+    @Option(names = "--forwarded-allow-ips", defaultValue = "127.0.0.1,::1", paramLabel = "LIST", description = "Proxies whose X-Forwarded-*/Forwarded headers are trusted: addresses, CIDR blocks, unix, or * (default ${DEFAULT-VALUE}).") public String forwardedAllowIps;
 
     // Application
-    @Option(names = "--protocol", paramLabel = "wsgi|asgi", description = "Force the application protocol (default: detect).") public Protocol protocol;
+    @Option(names = "--protocol", defaultValue = "auto", paramLabel = "wsgi|asgi", description = "Force the application protocol (default: detect).") public ApplicationProtocol protocol;
     @Option(names = "--factory", description = "The target is a factory returning the application.") public Boolean factory;
-    @Option(names = "--root-path", paramLabel = "PATH", description = "SCRIPT_NAME / ASGI root_path prefix.") public String rootPath;
+    @Option(names = "--root-path", defaultValue = "", paramLabel = "PATH", description = "SCRIPT_NAME / ASGI root_path prefix.") public String rootPath;
     @Option(names = "--scheme", paramLabel = "http|https", description = "Scheme reported to the application.") public String scheme;
-    @Option(names = "--wsgi-threads", paramLabel = "N", description = "WSGI application threads per worker (default ${DEFAULT-VALUE}).") public Integer wsgiThreads;
+    @Option(names = "--wsgi-threads", defaultValue = "1", paramLabel = "N", description = "WSGI application threads per worker (default ${DEFAULT-VALUE}).") public Integer wsgiThreads;
     @Option(names = "--no-lifespan", description = "Skip the ASGI lifespan protocol.") public Boolean noLifespan;
     @Option(names = "--no-uvloop", description = "Do not use uvloop even when installed.") public Boolean noUvloop;
 
@@ -59,15 +60,15 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--lifespan-scope", paramLabel = "WHICH", description = "With --free-threaded: worker or process.") public String lifespanScope;
 
     // Limits and timeouts
-    @Option(names = "--max-body", paramLabel = "BYTES", description = "Largest accepted request body (default ${DEFAULT-VALUE}).") public Long maxBody;
-    @Option(names = "--max-header-size", paramLabel = "BYTES", description = "Largest accepted request head (default ${DEFAULT-VALUE}).") public Integer maxHeaderSize;
-    @Option(names = "--keep-alive", paramLabel = "MS", description = "Idle keep-alive timeout (default ${DEFAULT-VALUE}).") public Long keepAlive;
-    @Option(names = "--request-timeout", paramLabel = "MS", description = "How long a request may stall mid-message (default ${DEFAULT-VALUE}).") public Long requestTimeout;
+    @Option(names = "--max-body", defaultValue = "16777216", paramLabel = "BYTES", description = "Largest accepted request body (default ${DEFAULT-VALUE}).") public Long maxBody;
+    @Option(names = "--max-header-size", defaultValue = "32768", paramLabel = "BYTES", description = "Largest accepted request head (default ${DEFAULT-VALUE}).") public Integer maxHeaderSize;
+    @Option(names = "--keep-alive", defaultValue = "5000", paramLabel = "MS", description = "Idle keep-alive timeout (default ${DEFAULT-VALUE}).") public Long keepAlive;
+    @Option(names = "--request-timeout", defaultValue = "30000", paramLabel = "MS", description = "How long a request may stall mid-message (default ${DEFAULT-VALUE}).") public Long requestTimeout;
 
     // Workers and lifecycle
-    @Option(names = "--workers", paramLabel = "N", description = "Worker processes, 0 = one per CPU (default ${DEFAULT-VALUE}).") public Integer workers;
-    @Option(names = "--graceful-timeout", paramLabel = "MS", description = "Time in-flight requests get on shutdown (default ${DEFAULT-VALUE}).") public Long gracefulTimeout;
-    @Option(names = "--drain-delay", paramLabel = "MS", description = "On SIGTERM, fail the health check and keep serving for MS first.") public Long drainDelay;
+    @Option(names = "--workers", defaultValue = "1", paramLabel = "N", description = "Worker processes, 0 = one per CPU (default ${DEFAULT-VALUE}).") public Integer workers;
+    @Option(names = "--graceful-timeout", defaultValue = "10000", paramLabel = "MS", description = "Time in-flight requests get on shutdown (default ${DEFAULT-VALUE}).") public Long gracefulTimeout;
+    @Option(names = "--drain-delay", defaultValue = "0", paramLabel = "MS", description = "On SIGTERM, fail the health check and keep serving for MS first.") public Long drainDelay;
     @Option(names = "--reload", description = "Restart workers when source files change.") public Boolean reload;
 
     // Protocols
@@ -76,11 +77,11 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--http3", description = "Also serve HTTP/3 over QUIC (needs TLS).") public Boolean http3;
     @Option(names = "--quic-port", paramLabel = "PORT", description = "UDP port for HTTP/3 (default: the TCP port).") public Integer quicPort;
     @Option(names = "--no-websockets", description = "Reject WebSocket upgrades with 501.") public Boolean noWebsockets;
-    @Option(names = "--ws-max-message", paramLabel = "BYTES", description = "Largest accepted WebSocket message.") public Long wsMaxMessage;
-    @Option(names = "--ws-ping-interval", paramLabel = "MS", description = "Keepalive ping period, 0 to disable.") public Long wsPingInterval;
-    @Option(names = "--ws-ping-timeout", paramLabel = "MS", description = "How long an unanswered ping may go.") public Long wsPingTimeout;
-    @Option(names = "--ws-max-queue", paramLabel = "N", description = "Messages buffered for a slow app.") public Integer wsMaxQueue;
-    @Option(names = "--ws-max-queue-bytes", paramLabel = "N", description = "Bytes buffered for a slow app.") public Long wsMaxQueueBytes;
+    @Option(names = "--ws-max-message", defaultValue = "16777216", paramLabel = "BYTES", description = "Largest accepted WebSocket message.") public Long wsMaxMessage;
+    @Option(names = "--ws-ping-interval", defaultValue = "20000", paramLabel = "MS", description = "Keepalive ping period, 0 to disable.") public Long wsPingInterval;
+    @Option(names = "--ws-ping-timeout", defaultValue = "20000", paramLabel = "MS", description = "How long an unanswered ping may go.") public Long wsPingTimeout;
+    @Option(names = "--ws-max-queue", defaultValue = "32", paramLabel = "N", description = "Messages buffered for a slow app.") public Integer wsMaxQueue;
+    @Option(names = "--ws-max-queue-bytes", defaultValue = "4194304", paramLabel = "N", description = "Bytes buffered for a slow app.") public Long wsMaxQueueBytes;
     @Option(names = "--ws-compress", description = "permessage-deflate for clients that offer it.") public Boolean wsCompress;
 
     // TLS
@@ -117,22 +118,24 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--request-id", description = "An X-Request-ID per request, for the app, the response and the access log.") public Boolean requestId;
     @Option(names = "--request-start-header", description = "Hand the app X-Request-Start for queue-time APMs.") public Boolean requestStartHeader;
     @Option(names = "--trace-context", description = "Log a request's W3C trace and parent span IDs (traceparent) on the access log.") public Boolean traceContext;
-    @Option(names = "--log-level", paramLabel = "LEVEL", description = "debug, info, warning, error, silent (default ${DEFAULT-VALUE}).") public LogLevel logLevel;
+    @Option(names = "--log-level", defaultValue = "info", paramLabel = "LEVEL", description = "debug, info, warning, error, silent (default ${DEFAULT-VALUE}).") public LogLevel logLevel;
+
+    private final Launcher launcher;
+
+    @Inject
+    public PeregrineCommand(Launcher launcher) {
+        this.launcher = launcher;
+    }
 
     @Override
     public Integer call() {
         ServerSettings settings;
-        TlsContexts tls;
         try {
-            settings = ServerSettings.from(this);
-            // Read before anything starts, so that a bad certificate or key ends the start with status 2;
-            // a supervisor checks them as well, before it starts any worker.
-            tls = settings.tls() ? TlsContexts.load(settings) : null;
-        } catch (UsageException e) {
+            settings = CommandLineSettings.read(this);
+        } catch (ConfigException e) {
             System.err.println("peregrine: " + e.getMessage());
             return 2;
         }
-        // A worker started by a supervisor parses the same command line, and must not supervise in turn.
-        return settings.supervised() && !SupervisorLink.supervised() ? new Supervisor(settings).run() : new PeregrineServer(settings, tls).run();
+        return launcher.launch(settings);
     }
 }

@@ -1,9 +1,7 @@
 package dev.peregrine.http;
 
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.ops.AccessLog;
-import dev.peregrine.proxy.TrustedProxies;
-import dev.peregrine.websocket.WebSocketSettings;
+import dev.peregrine.config.TrustedProxies;
+import dev.peregrine.config.WebSocketSettings;
 
 /**
  * What an HTTP connection (HTTP/1.1, HTTP/2 or HTTP/3) needs to know of the server's configuration. {@code accessLog}
@@ -16,23 +14,13 @@ public record HttpSettings(
         long keepAliveMillis,
         long requestTimeoutMillis,
         String scheme,
-        AccessLog accessLog,
+        RequestLog accessLog,
         TrustedProxies trustedProxies,
         boolean requestId,
         boolean requestStartHeader,
         WebSocketSettings webSocket,
         TlsResponseHeaders tlsHeaders,
         long gracefulTimeoutMillis) {
-
-    public static HttpSettings from(ServerSettings s) {
-        AccessLog accessLog = s.accessLog() ? new AccessLog(s.accessLogJson(), s.requestId(), s.traceContext()) : null;
-        return new HttpSettings(s.maxHeaderSize(), s.maxBody(), s.keepAliveMillis(), s.requestTimeoutMillis(), s.scheme(),
-                accessLog, s.forwardedAllowIps(), s.requestId(), s.requestStartHeader(),
-                WebSocketSettings.from(s),
-                TlsResponseHeaders.of(s.hstsSeconds() >= 0 ? "max-age=" + s.hstsSeconds() : null,
-                        s.http3() ? "h3=\":" + s.quicPort() + "\"; ma=86400" : null),
-                s.gracefulTimeoutMillis());
-    }
 
     /**
      * How often a multiplexed connection (HTTP/2, HTTP/3) checks its timeouts with one timer: twice per

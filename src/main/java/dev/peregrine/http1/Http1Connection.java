@@ -1,5 +1,7 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.RequestHead;
+import dev.peregrine.http.AddedHeaders;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
@@ -8,8 +10,8 @@ import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
-import dev.peregrine.proxy.ForwardedHeaders;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.ForwardedHeaders;
+import dev.peregrine.http.Connections;
 import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;

@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.RequestHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ByteProcessor;
 

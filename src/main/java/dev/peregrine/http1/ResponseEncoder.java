@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.ResponseHead;

@@ -1,5 +1,7 @@
 package dev.peregrine.http2;
 
+import dev.peregrine.http.FieldListRequests;
+import dev.peregrine.http.FieldListResponses;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
@@ -8,12 +10,12 @@ import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.TlsResponseHeaders;
-import dev.peregrine.http1.AddedHeaders;
-import dev.peregrine.http1.RequestHead;
+import dev.peregrine.http.AddedHeaders;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
-import dev.peregrine.proxy.ForwardedHeaders;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.ForwardedHeaders;
+import dev.peregrine.http.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelDuplexHandler;
@@ -182,8 +184,8 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
         RequestHead head;
         try {
-            head = Http2RequestHeads.build(frame.headers(), frame.isEndStream(), spareBytes, spareHeaders);
-        } catch (Http2RequestHeads.Malformed e) {
+            head = FieldListRequests.build(frame.headers(), frame.isEndStream(), spareBytes, spareHeaders);
+        } catch (FieldListRequests.Malformed e) {
             ctx.write(new DefaultHttp2ResetFrame(Http2Error.PROTOCOL_ERROR).stream(stream));
             return;
         }
@@ -228,7 +230,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         ResponseHead response = new ResponseHead(status);
         response.add("content-type", "text/plain; charset=utf-8");
         response.add("content-length", Integer.toString(text.length));
-        ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, -1, null, tlsHeaders), false).stream(stream));
+        ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(response, -1, null, tlsHeaders), false).stream(stream));
         ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
         stopBody(stream, last);
         ctx.flush();
@@ -321,7 +323,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override
         protected boolean writeHead(ResponseHead response, long completeSize, boolean endStream) {
-            lastFrame = ctx.write(new DefaultHttp2HeadersFrame(Http2Responses.headers(response, completeSize, requestId, tlsHeaders), endStream)
+            lastFrame = ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(response, completeSize, requestId, tlsHeaders), endStream)
                     .stream(stream));
             if (endStream) ctx.flush();
             return endStream;

@@ -2,7 +2,7 @@ package dev.peregrine.http2;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.Connections;
 import io.netty.channel.ChannelPipeline;
 import io.netty.handler.codec.http2.Http2FrameCodec;
 import io.netty.handler.codec.http2.Http2FrameCodecBuilder;

@@ -2,8 +2,8 @@ package dev.peregrine.http3;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http1.AddedHeaders;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.AddedHeaders;
+import dev.peregrine.http.Connections;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;

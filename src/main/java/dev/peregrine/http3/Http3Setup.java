@@ -2,7 +2,7 @@ package dev.peregrine.http3;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.Connections;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;

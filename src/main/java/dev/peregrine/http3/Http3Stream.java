@@ -4,12 +4,12 @@ import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.StreamExchange;
-import dev.peregrine.http1.AddedHeaders;
-import dev.peregrine.http1.RequestHead;
-import dev.peregrine.http2.Http2RequestHeads;
-import dev.peregrine.http2.Http2Responses;
+import dev.peregrine.http.AddedHeaders;
+import dev.peregrine.http.RequestHead;
+import dev.peregrine.http.FieldListRequests;
+import dev.peregrine.http.FieldListResponses;
 import dev.peregrine.ops.metrics.MetricsLayout;
-import dev.peregrine.proxy.ForwardedHeaders;
+import dev.peregrine.http.ForwardedHeaders;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
@@ -86,9 +86,9 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         Http3Headers headers = frame.headers();
         RequestHead head;
         try {
-            head = Http2RequestHeads.build(headers, headers.method(), headers.scheme(), headers.path(), headers.authority(), false,
+            head = FieldListRequests.build(headers, headers.method(), headers.scheme(), headers.path(), headers.authority(), false,
                     connection.spareBytes, connection.spareHeaders);
-        } catch (Http2RequestHeads.Malformed e) {
+        } catch (FieldListRequests.Malformed e) {
             finished = true;
             connection.ended(this);
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
@@ -206,7 +206,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
     private Http3Headers headers(ResponseHead response, long completeSize, AsciiString requestId) {
         DefaultHttp3Headers headers = new DefaultHttp3Headers(false);
         headers.status(HttpResponseStatus.valueOf(response.status()).codeAsText());
-        return Http2Responses.fill(headers, response, completeSize, requestId, connection.settings.tlsHeaders());
+        return FieldListResponses.fill(headers, response, completeSize, requestId, connection.settings.tlsHeaders());
     }
 
     private static long epochMicros() {

@@ -2,6 +2,7 @@ package dev.peregrine.ops;
 
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.RequestLog;
 import io.netty.util.NetUtil;
 import org.jboss.logging.Logger;
 
@@ -28,7 +29,7 @@ import java.time.format.DateTimeFormatter;
  * <p>Written by hand rather than with a JSON library: a dozen fields of known types, built on the I/O
  * thread for every request, cost less as one StringBuilder than through a generator.
  */
-public final class AccessLog {
+public final class AccessLog implements RequestLog {
     private static final Logger LOG = Logger.getLogger("peregrine.access");
     private static final DateTimeFormatter SECOND = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss");
     private static final char[] HEX = "0123456789abcdef".toCharArray();
@@ -45,11 +46,8 @@ public final class AccessLog {
         this.traceContext = traceContext;
     }
 
-    public void log(HttpExchange exchange, int status, long bytes, long startNanos) {
-        log(exchange.head(), exchange.httpVersion(), exchange.remoteAddress(), status, bytes, startNanos);
-    }
-
-    /** For a request that is no exchange: a WebSocket handshake, logged when it is answered (101, or refused). */
+    /** Also for a request that is no exchange: a WebSocket handshake, logged when it is answered (101, or refused). */
+    @Override
     public void log(HttpRequestHead head, String httpVersion, InetSocketAddress client, int status, long bytes, long startNanos) {
         if (!LOG.isInfoEnabled()) return;
         long elapsedNanos = System.nanoTime() - startNanos;

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.http.Connections;
 import dev.peregrine.tls.TlsContexts;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;

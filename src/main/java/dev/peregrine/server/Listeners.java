@@ -1,6 +1,6 @@
 package dev.peregrine.server;
 
-import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.config.ServerSettings;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFactory;
@@ -27,15 +27,15 @@ public final class Listeners {
     /** Binds --host/--port or --unix with the bootstrap's group, handler and options. */
     public static Channel bind(ServerBootstrap bootstrap, ServerSettings settings) throws IOException, InterruptedException {
         boolean epoll = Epoll.isAvailable();
-        bootstrap.option(ChannelOption.SO_BACKLOG, settings.backlog()).option(ChannelOption.SO_REUSEADDR, true);
-        if (settings.unix() != null) {
+        bootstrap.option(ChannelOption.SO_BACKLOG, settings.listen().backlog()).option(ChannelOption.SO_REUSEADDR, true);
+        if (settings.listen().unix() != null) {
             if (!epoll) throw new IOException("--unix needs the epoll transport, which is not available here");
-            Files.deleteIfExists(settings.unix());
+            Files.deleteIfExists(settings.listen().unix());
             return bootstrap.channel(EpollServerDomainSocketChannel.class)
-                    .bind(new DomainSocketAddress(settings.unix().toFile())).sync().channel();
+                    .bind(new DomainSocketAddress(settings.listen().unix().toFile())).sync().channel();
         }
         bootstrap.channel(epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class);
-        return bootstrap.bind(settings.host(), settings.port()).sync().channel();
+        return bootstrap.bind(settings.listen().host(), settings.listen().port()).sync().channel();
     }
 
     /** Registers a listening socket received from the supervisor; it accepts at once. */
@@ -46,9 +46,9 @@ public final class Listeners {
 
     /** The address as the startup line shows it: http(s)://host:port or unix:path. */
     public static String describe(Channel listener, ServerSettings settings) {
-        if (settings.unix() != null) return "unix:" + settings.unix();
-        int port = listener.localAddress() instanceof InetSocketAddress bound ? bound.getPort() : settings.port();
-        String host = settings.host().contains(":") ? "[" + settings.host() + "]" : settings.host();
-        return (settings.tls() ? "https://" : "http://") + host + ":" + port;
+        if (settings.listen().unix() != null) return "unix:" + settings.listen().unix();
+        int port = listener.localAddress() instanceof InetSocketAddress bound ? bound.getPort() : settings.listen().port();
+        String host = settings.listen().host().contains(":") ? "[" + settings.listen().host() + "]" : settings.listen().host();
+        return (settings.tls().enabled() ? "https://" : "http://") + host + ":" + port;
     }
 }

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.http.Connections;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http1.Http1Connection;

@@ -1,6 +1,6 @@
 package dev.peregrine.tls;
 
-import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.config.ServerSettings;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
@@ -39,7 +39,7 @@ public final class HttpsRedirect extends SimpleChannelInboundHandler<HttpRequest
 
     /** Binds --host:PORT and serves the redirects on {@code group}. */
     public static Channel bind(EventLoopGroup group, ServerSettings settings) throws InterruptedException {
-        int tlsPort = settings.port();
+        int tlsPort = settings.listen().port();
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(group)
                 .channel(group instanceof EpollEventLoopGroup ? EpollServerSocketChannel.class : NioServerSocketChannel.class)
@@ -47,11 +47,11 @@ public final class HttpsRedirect extends SimpleChannelInboundHandler<HttpRequest
                 .childHandler(new ChannelInitializer<>() {
                     @Override
                     protected void initChannel(Channel channel) {
-                        channel.pipeline().addLast(new ReadTimeoutHandler(30), new HttpServerCodec(8192, settings.maxHeaderSize(), 8192),
+                        channel.pipeline().addLast(new ReadTimeoutHandler(30), new HttpServerCodec(8192, settings.limits().maxHeaderSize(), 8192),
                                 new HttpsRedirect(tlsPort));
                     }
                 });
-        return bootstrap.bind(settings.host(), settings.redirectHttpPort()).sync().channel();
+        return bootstrap.bind(settings.listen().host(), settings.tls().redirectHttpPort()).sync().channel();
     }
 
     @Override

@@ -1,8 +1,8 @@
 package dev.peregrine.tls;
 
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.cli.ServerSettings.CertificatePair;
-import dev.peregrine.cli.UsageException;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.config.TlsSettings.CertificatePair;
+import dev.peregrine.config.ConfigException;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.ssl.ApplicationProtocolConfig;
@@ -81,12 +81,12 @@ public final class TlsContexts {
         this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
     }
 
-    /** Loads every pair of {@code settings}; a file that cannot be used is a {@link UsageException} naming it. */
+    /** Loads every pair of {@code settings}; a file that cannot be used is a {@link ConfigException} naming it. */
     public static TlsContexts load(ServerSettings settings) {
-        List<String> alpn = settings.http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
-                : settings.http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
+        List<String> alpn = settings.protocols().http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
+                : settings.protocols().http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
                 : List.of(ApplicationProtocolNames.HTTP_1_1);
-        TlsContexts contexts = new TlsContexts(settings.tlsCertificates(), settings.tlsCiphers(), alpn, settings.http3());
+        TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3());
         contexts.build();
         return contexts;
     }
@@ -125,7 +125,7 @@ public final class TlsContexts {
         try {
             build();
             LOG.info("Reloaded the TLS certificates");
-        } catch (RuntimeException e) { // UsageException names the option and the file; anything else its own cause
+        } catch (RuntimeException e) { // ConfigException names the option and the file; anything else its own cause
             LOG.errorf("Could not reload the TLS certificates, the previous ones stay in use: %s", e.getMessage());
         }
     }
@@ -178,7 +178,7 @@ public final class TlsContexts {
             for (String cipher : ciphers.split("[:,]")) {
                 if (!cipher.isBlank()) suites.add(cipher.trim());
             }
-            if (suites.isEmpty()) throw new UsageException("invalid value for option '--tls-ciphers': no cipher named");
+            if (suites.isEmpty()) throw new ConfigException("invalid value for option '--tls-ciphers': no cipher named");
             // The list is for TLS 1.2, as with OpenSSL; TLS 1.3 keeps its own suites.
             suites.addAll(TLS13_SUITES);
             builder.ciphers(suites);
@@ -189,16 +189,16 @@ public final class TlsContexts {
             return context;
         } catch (SSLException | IllegalArgumentException e) {
             if (ciphers != null && String.valueOf(e.getMessage()).toLowerCase(Locale.ROOT).contains("cipher")) {
-                throw new UsageException("invalid value for option '--tls-ciphers': '" + ciphers + "' names a cipher this TLS library does not know");
+                throw new ConfigException("invalid value for option '--tls-ciphers': '" + ciphers + "' names a cipher this TLS library does not know");
             }
-            throw new UsageException("option '--tls-cert' " + pair.certificate() + " with '--tls-key' " + pair.key() + ": " + e.getMessage());
+            throw new ConfigException("option '--tls-cert' " + pair.certificate() + " with '--tls-key' " + pair.key() + ": " + e.getMessage());
         }
     }
 
     /** An unknown cipher name is dropped silently by the TLS libraries: refuse a list that leaves no TLS 1.2 cipher. */
     private void checkCiphers(SslContext context) {
         boolean tls12 = context.cipherSuites().stream().anyMatch(suite -> !TLS13_SUITES.contains(suite));
-        if (!tls12) throw new UsageException("invalid value for option '--tls-ciphers': '" + ciphers + "' names no cipher this TLS library knows");
+        if (!tls12) throw new ConfigException("invalid value for option '--tls-ciphers': '" + ciphers + "' names no cipher this TLS library knows");
     }
 
     private static X509Certificate[] readChain(Path file) {
@@ -206,14 +206,14 @@ public final class TlsContexts {
         try (InputStream in = Files.newInputStream(file)) {
             certificates = CertificateFactory.getInstance("X.509").generateCertificates(in);
         } catch (NoSuchFileException e) {
-            throw new UsageException("option '--tls-cert': " + file + " does not exist");
+            throw new ConfigException("option '--tls-cert': " + file + " does not exist");
         } catch (IOException e) {
-            throw new UsageException("option '--tls-cert': cannot read " + file + (e instanceof java.nio.file.AccessDeniedException ? " (permission denied)" : ""));
+            throw new ConfigException("option '--tls-cert': cannot read " + file + (e instanceof java.nio.file.AccessDeniedException ? " (permission denied)" : ""));
         } catch (CertificateException e) {
             // The JDK's message names its own classes (a base64 decoder...), which tells a user nothing more.
-            throw new UsageException("option '--tls-cert': " + file + " holds no valid PEM certificate");
+            throw new ConfigException("option '--tls-cert': " + file + " holds no valid PEM certificate");
         }
-        if (certificates.isEmpty()) throw new UsageException("option '--tls-cert': " + file + " holds no PEM certificate");
+        if (certificates.isEmpty()) throw new ConfigException("option '--tls-cert': " + file + " holds no PEM certificate");
         return certificates.stream().map(X509Certificate.class::cast).toArray(X509Certificate[]::new);
     }
 
@@ -229,18 +229,18 @@ public final class TlsContexts {
                 pem = parser.readObject(); // e.g. "EC PARAMETERS" ahead of the key
             }
         } catch (NoSuchFileException e) {
-            throw new UsageException("option '--tls-key': " + file + " does not exist");
+            throw new ConfigException("option '--tls-key': " + file + " does not exist");
         } catch (IOException | RuntimeException e) {
-            throw new UsageException("option '--tls-key': " + file + " holds no readable PEM private key");
+            throw new ConfigException("option '--tls-key': " + file + " holds no readable PEM private key");
         }
         if (pem == null) {
-            throw new UsageException("option '--tls-key': " + file + " holds no unencrypted PEM private key");
+            throw new ConfigException("option '--tls-key': " + file + " holds no unencrypted PEM private key");
         }
         try {
             JcaPEMKeyConverter converter = new JcaPEMKeyConverter();
             return pem instanceof PEMKeyPair pair ? converter.getKeyPair(pair).getPrivate() : converter.getPrivateKey((PrivateKeyInfo) pem);
         } catch (IOException e) {
-            throw new UsageException("option '--tls-key': " + file + " holds a private key of a kind that cannot be used");
+            throw new ConfigException("option '--tls-key': " + file + " holds a private key of a kind that cannot be used");
         }
     }
 
@@ -250,7 +250,7 @@ public final class TlsContexts {
             case "RSA" -> "SHA256withRSA";
             case "EC", "ECDSA" -> "SHA256withECDSA";
             // Ed25519 and RSA-PSS keys load, but the TLS handshake then fails inside netty-tcnative: refused here instead.
-            default -> throw new UsageException("option '--tls-key': " + pair.key() + " holds a " + key.getAlgorithm()
+            default -> throw new ConfigException("option '--tls-key': " + pair.key() + " holds a " + key.getAlgorithm()
                     + " key; RSA and ECDSA keys are supported");
         };
         boolean matches;
@@ -268,7 +268,7 @@ public final class TlsContexts {
             matches = false;
         }
         if (!matches) {
-            throw new UsageException("option '--tls-key': " + pair.key() + " is not the private key of the certificate in " + pair.certificate());
+            throw new ConfigException("option '--tls-key': " + pair.key() + " is not the private key of the certificate in " + pair.certificate());
         }
     }
 

@@ -1,9 +1,10 @@
 package dev.peregrine.websocket;
 
+import dev.peregrine.config.WebSocketSettings;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;

@@ -1,7 +1,7 @@
 package dev.peregrine.workers;
 
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.cli.Version;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.config.Version;
 import dev.peregrine.server.Listeners;
 import dev.peregrine.tls.HttpsRedirect;
 import io.netty.bootstrap.ServerBootstrap;
@@ -89,7 +89,7 @@ public final class Supervisor {
             System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
             return 1;
         }
-        int count = settings.workers();
+        int count = settings.workers().workers();
         EventLoopGroup group = new EpollEventLoopGroup(1);
         Path controlDir = null;
         Channel listener;
@@ -100,7 +100,7 @@ public final class Supervisor {
                     .option(ChannelOption.AUTO_READ, false)
                     .childHandler(new ChannelInboundHandlerAdapter()), settings);
         } catch (Exception e) {
-            System.err.println("peregrine: cannot listen on " + (settings.unix() != null ? settings.unix() : settings.host() + ":" + settings.port())
+            System.err.println("peregrine: cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix() : settings.listen().host() + ":" + settings.listen().port())
                     + ": " + e.getMessage());
             group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             return 1;
@@ -129,12 +129,12 @@ public final class Supervisor {
         }
 
         Channel redirect = null;
-        if (settings.redirectHttpPort() != null) {
+        if (settings.tls().redirectHttpPort() != null) {
             // The redirect port needs no application: the supervisor answers it, for all workers.
             try {
                 redirect = HttpsRedirect.bind(group, settings);
             } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on " + settings.host() + ":" + settings.redirectHttpPort() + " (--redirect-http): " + e.getMessage());
+                System.err.println("peregrine: cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort() + " (--redirect-http): " + e.getMessage());
                 if (metrics != null) metrics.close();
                 control.close();
                 listener.close();
@@ -146,7 +146,7 @@ public final class Supervisor {
         Signal.handle(new Signal("TERM"), s -> events.add(new Stop("SIGTERM")));
         Signal.handle(new Signal("INT"), s -> events.add(new Stop("SIGINT")));
         Signal.handle(new Signal("HUP"), s -> events.add(new Replace("SIGHUP")));
-        SourceWatcher watcher = settings.reload() ? SourceWatcher.start(watchedDirectories(), () -> events.add(new Replace("a source change"))) : null;
+        SourceWatcher watcher = settings.workers().reload() ? SourceWatcher.start(watchedDirectories(), () -> events.add(new Replace("a source change"))) : null;
 
         String address = Listeners.describe(listener, settings);
         serving = new WorkerProcess[count];
@@ -163,7 +163,7 @@ public final class Supervisor {
         timers.shutdownNow();
         deleteQuietly(Path.of(controlPath));
         deleteQuietly(controlDir);
-        if (settings.unix() != null) deleteQuietly(settings.unix());
+        if (settings.listen().unix() != null) deleteQuietly(settings.listen().unix());
         LOG.info("Stopped");
         return exitStatus;
     }
@@ -193,7 +193,7 @@ public final class Supervisor {
                         stopping = true;
                         toReplace.clear();
                         for (WorkerProcess w : live) w.terminate();
-                        killAt = System.currentTimeMillis() + settings.drainDelayMillis() + settings.gracefulTimeoutMillis() + 15_000;
+                        killAt = System.currentTimeMillis() + settings.workers().drainDelayMillis() + settings.limits().gracefulTimeoutMillis() + 15_000;
                     }
                 }
                 case Replace replace -> replaceAll(replace.reason());
@@ -255,9 +255,9 @@ public final class Supervisor {
         LOG.debugf("%s ready", w.name());
         if (!started && Stream.of(serving).allMatch(s -> s != null && s.ready)) {
             started = true;
-            LOG.infof("Peregrine %s serving %s on %s with %d workers (pids %s)%s", Version.VERSION, settings.target(), address, count,
+            LOG.infof("Peregrine %s serving %s on %s with %d workers (pids %s)%s", Version.VERSION, settings.app().target(), address, count,
                     Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse(""),
-                    settings.reload() ? ", reloading on source changes" : "");
+                    settings.workers().reload() ? ", reloading on source changes" : "");
             if (metrics != null) LOG.infof("Metrics on %s", metrics.url());
         }
     }
@@ -335,7 +335,7 @@ public final class Supervisor {
     private List<Path> watchedDirectories() {
         List<Path> dirs = new ArrayList<>();
         dirs.add(Path.of("").toAbsolutePath());
-        for (Path p : settings.pythonPath()) dirs.add(p.toAbsolutePath());
+        for (Path p : settings.python().pythonPath()) dirs.add(p.toAbsolutePath());
         return dirs;
     }
 

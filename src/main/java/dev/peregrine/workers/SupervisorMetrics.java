@@ -1,6 +1,6 @@
 package dev.peregrine.workers;
 
-import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.config.ServerSettings;
 import dev.peregrine.ops.metrics.MetricsExporter;
 import dev.peregrine.ops.metrics.MetricsServer;
 import dev.peregrine.ops.metrics.MetricsStore;
@@ -39,17 +39,17 @@ final class SupervisorMetrics implements AutoCloseable {
 
     /** Null when --metrics-port was not given. */
     static SupervisorMetrics start(ServerSettings settings, int workers) throws IOException {
-        if (settings.metricsPort() == null) return null;
+        if (settings.operations().metricsPort() == null) return null;
         // /dev/shm keeps the file in memory; elsewhere (no tmpfs there) the page cache does the same job.
         Path dir = Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm") : Path.of(System.getProperty("java.io.tmpdir"));
         Path file = dir.resolve("peregrine-" + ProcessHandle.current().pid() + ".metrics");
         MetricsStore store = MetricsStore.create(file, workers * SLOTS_PER_WORKER);
         try {
-            MetricsServer server = MetricsServer.start(new MetricsExporter(store), settings.metricsHost(), settings.metricsPort());
+            MetricsServer server = MetricsServer.start(new MetricsExporter(store), settings.operations().metricsHost(), settings.operations().metricsPort());
             return new SupervisorMetrics(file, store, server);
         } catch (IOException e) {
             Files.deleteIfExists(file);
-            throw new IOException("cannot serve metrics on " + settings.metricsHost() + ":" + settings.metricsPort() + ": " + e.getMessage(), e);
+            throw new IOException("cannot serve metrics on " + settings.operations().metricsHost() + ":" + settings.operations().metricsPort() + ": " + e.getMessage(), e);
         }
     }
 

@@ -1,6 +1,6 @@
 package dev.peregrine.wsgi;
 
-import dev.peregrine.cli.Version;
+import dev.peregrine.config.Version;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.PercentDecoder;

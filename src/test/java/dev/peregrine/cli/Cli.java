@@ -1,5 +1,6 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.config.ServerSettings;
 import io.smallrye.config.EnvConfigSource;
 import io.smallrye.config.PropertiesConfigSource;
 import io.smallrye.config.SmallRyeConfig;
@@ -51,7 +52,7 @@ final class Cli {
     /** Only for arguments that stop before {@code call()} (bad options, --help, --version): a valid target would start a server. */
     static Run execute(String... args) {
         StringWriter out = new StringWriter(), err = new StringWriter();
-        CommandLine cl = commandLine(new PeregrineCommand(), out, err);
+        CommandLine cl = commandLine(command(), out, err);
         int code = cl.execute(args);
         cl.getOut().flush();
         cl.getErr().flush();
@@ -60,13 +61,20 @@ final class Cli {
 
     /** Parses (applying configuration defaults) without running; throws picocli's ParameterException on bad input. */
     static PeregrineCommand parse(String... args) {
-        PeregrineCommand command = new PeregrineCommand();
+        PeregrineCommand command = command();
         commandLine(command, new StringWriter(), new StringWriter()).parseArgs(args);
         return command;
     }
 
+    /** The command as production builds it, with an entry point that refuses to start anything. */
+    static PeregrineCommand command() {
+        return new PeregrineCommand(settings -> {
+            throw new AssertionError("the test would have started a server");
+        });
+    }
+
     static ServerSettings settings(String... args) {
-        return ServerSettings.from(parse(args));
+        return CommandLineSettings.read(parse(args));
     }
 
     /** Runs {@code body} with the given system properties set, restoring the previous values afterwards. */

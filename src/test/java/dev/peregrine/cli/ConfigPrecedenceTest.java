@@ -1,5 +1,7 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.ServerSettings;
 import org.junit.jupiter.api.Test;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.OptionSpec;
@@ -28,23 +30,23 @@ class ConfigPrecedenceTest {
     void systemPropertyIsUsedWhenTheCommandLineLacksTheOption() {
         ServerSettings s = Cli.withSystemProperties(Map.of("peregrine.port", "9001", "peregrine.max-body", "1024"),
                 () -> Cli.settings("main:app"));
-        assertEquals(9001, s.port());
-        assertEquals(1024, s.maxBody());
+        assertEquals(9001, s.listen().port());
+        assertEquals(1024, s.limits().maxBody());
     }
 
     @Test
     void commandLineWinsOverSystemProperty() {
         ServerSettings s = Cli.withSystemProperties(Map.of("peregrine.port", "9001", "peregrine.host", "0.0.0.0"),
                 () -> Cli.settings("--port", "9002", "main:app"));
-        assertEquals(9002, s.port());
-        assertEquals("0.0.0.0", s.host(), "an option absent from the command line still comes from configuration");
-        assertEquals(8000, Cli.settings("main:app").port(), "the system property was cleared again");
+        assertEquals(9002, s.listen().port());
+        assertEquals("0.0.0.0", s.listen().host(), "an option absent from the command line still comes from configuration");
+        assertEquals(8000, Cli.settings("main:app").listen().port(), "the system property was cleared again");
     }
 
     @Test
     void commandLineWinsEvenOverABadConfiguredValue() {
         ServerSettings s = Cli.withSystemProperties(Map.of("peregrine.port", "abc"), () -> Cli.settings("--port", "9003", "main:app"));
-        assertEquals(9003, s.port());
+        assertEquals(9003, s.listen().port());
     }
 
     @Test
@@ -74,17 +76,17 @@ class ConfigPrecedenceTest {
     void environmentVariableIsUsedAndSystemPropertyWinsOverIt() {
         ServerSettings fromEnv = Cli.withConfig(Map.of(), Map.of("PEREGRINE_MAX_BODY", "2048", "PEREGRINE_PORT", "9100"), true,
                 () -> Cli.settings("main:app"));
-        assertEquals(2048, fromEnv.maxBody());
-        assertEquals(9100, fromEnv.port());
-        assertEquals(2048, fromEnv.backlog(), "application.properties still supplies the rest");
+        assertEquals(2048, fromEnv.limits().maxBody());
+        assertEquals(9100, fromEnv.listen().port());
+        assertEquals(2048, fromEnv.listen().backlog(), "application.properties still supplies the rest");
 
         ServerSettings both = Cli.withConfig(Map.of("peregrine.port", "9200"), Map.of("PEREGRINE_PORT", "9100"), true,
                 () -> Cli.settings("main:app"));
-        assertEquals(9200, both.port());
+        assertEquals(9200, both.listen().port());
 
         ServerSettings cli = Cli.withConfig(Map.of("peregrine.port", "9200"), Map.of("PEREGRINE_PORT", "9100"), true,
                 () -> Cli.settings("--port", "9300", "main:app"));
-        assertEquals(9300, cli.port());
+        assertEquals(9300, cli.listen().port());
     }
 
     @Test
@@ -101,7 +103,7 @@ class ConfigPrecedenceTest {
 
     @Test
     void environmentAndKeyNamesFollowTheOption() {
-        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(Cli.command()));
         OptionSpec maxBody = cl.getCommandSpec().findOption("--max-body");
         assertEquals("peregrine.max-body", ConfigDefaults.key(maxBody));
         assertEquals("PEREGRINE_MAX_BODY", ConfigDefaults.environmentName(maxBody));
@@ -111,7 +113,7 @@ class ConfigPrecedenceTest {
 
     @Test
     void helpAndVersionAreNotConfigurable() {
-        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(Cli.command()));
         ConfigDefaults defaults = new ConfigDefaults();
         Cli.withSystemProperties(Map.of("peregrine.help", "true", "peregrine.version", "true"), () -> {
             assertNull(defaults.defaultValue(cl.getCommandSpec().findOption("--help")));
@@ -126,7 +128,7 @@ class ConfigPrecedenceTest {
         assertEquals(8000, c.port);
         assertEquals("127.0.0.1", c.host);
         assertEquals(16L * 1024 * 1024, c.maxBody);
-        assertEquals(PeregrineCommand.LogLevel.info, c.logLevel);
+        assertEquals(dev.peregrine.config.LogLevel.info, c.logLevel);
         assertEquals(1, c.workers);
     }
 
@@ -137,7 +139,7 @@ class ConfigPrecedenceTest {
             assertNotNull(in, "application.properties on the classpath");
             p.load(in);
         }
-        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(Cli.command()));
         List<String> orphans = p.stringPropertyNames().stream()
                 .filter(k -> k.startsWith("peregrine."))
                 .filter(k -> cl.getCommandSpec().findOption("--" + k.substring("peregrine.".length())) == null)
@@ -147,12 +149,12 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        UsageException e = Cli.withSystemProperties(Map.of("peregrine.compress", "true"),
-                () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
+        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.compress", "true"),
+                () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
         assertEquals("--compress is not supported yet", e.getMessage());
-        UsageException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
-                () -> assertThrows(UsageException.class, () -> Cli.settings("main:app")));
+        ConfigException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
+                () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
         assertEquals("--static-dir is not supported yet", r.getMessage());
-        assertTrue(Cli.withSystemProperties(Map.of("peregrine.compress", "false"), () -> Cli.settings("main:app")).lifespan());
+        assertTrue(Cli.withSystemProperties(Map.of("peregrine.compress", "false"), () -> Cli.settings("main:app")).app().lifespan());
     }
 }

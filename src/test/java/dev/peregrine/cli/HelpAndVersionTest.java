@@ -1,5 +1,6 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.config.Version;
 import org.junit.jupiter.api.Test;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.OptionSpec;
@@ -122,7 +123,7 @@ class HelpAndVersionTest {
 
     @Test
     void everyOptionOfTheCommandIsInTheSpec() {
-        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(Cli.command()));
         List<String> undocumented = cl.getCommandSpec().options().stream()
                 .map(OptionSpec::longestName)
                 .filter(name -> !name.equals("--help") && !SPEC_OPTIONS.contains(name))

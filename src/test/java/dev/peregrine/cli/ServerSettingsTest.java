@@ -1,7 +1,10 @@
 package dev.peregrine.cli;
 
-import dev.peregrine.cli.PeregrineCommand.LogLevel;
-import dev.peregrine.cli.PeregrineCommand.Protocol;
+import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.config.ApplicationProtocol;
+import dev.peregrine.config.LogLevel;
+import dev.peregrine.config.TlsSettings;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -32,64 +35,64 @@ class ServerSettingsTest {
 
     private static void assertDefaults(ServerSettings s) {
         assertAll(
-                () -> assertEquals("main:app", s.target()),
-                () -> assertEquals(8000, s.port()),
-                () -> assertEquals("127.0.0.1", s.host()),
-                () -> assertEquals(2048, s.backlog()),
-                () -> assertEquals(4096, s.maxConnections()),
-                () -> assertEquals(16L * 1024 * 1024, s.maxBody()),
-                () -> assertEquals(32 * 1024, s.maxHeaderSize()),
-                () -> assertEquals(5000, s.keepAliveMillis()),
-                () -> assertEquals(30_000, s.requestTimeoutMillis()),
-                () -> assertEquals(10_000, s.gracefulTimeoutMillis()),
-                () -> assertEquals(1, s.wsgiThreads()),
-                () -> assertNull(s.unix()),
-                () -> assertEquals(Protocol.auto, s.protocol()),
-                () -> assertFalse(s.factory()),
-                () -> assertEquals("", s.rootPath()),
-                () -> assertEquals("http", s.scheme()),
-                () -> assertTrue(s.lifespan()),
-                () -> assertTrue(s.uvloop()),
-                () -> assertNull(s.venv()),
-                () -> assertTrue(s.autoVenv()),
-                () -> assertEquals(List.of(), s.pythonPath()),
-                () -> assertTrue(s.websockets()),
-                () -> assertEquals(16 * 1024 * 1024, s.wsMaxMessage()),
-                () -> assertEquals(20_000, s.wsPingIntervalMillis()),
-                () -> assertEquals(20_000, s.wsPingTimeoutMillis()),
-                () -> assertEquals(32, s.wsMaxQueue()),
-                () -> assertEquals(4L * 1024 * 1024, s.wsMaxQueueBytes()),
-                () -> assertFalse(s.wsCompress()),
-                () -> assertFalse(s.accessLog()),
-                () -> assertEquals(LogLevel.info, s.logLevel()),
-                () -> assertNull(s.metricsPort(), "metrics are off unless asked for"),
-                () -> assertEquals("127.0.0.1", s.metricsHost()),
+                () -> assertEquals("main:app", s.app().target()),
+                () -> assertEquals(8000, s.listen().port()),
+                () -> assertEquals("127.0.0.1", s.listen().host()),
+                () -> assertEquals(2048, s.listen().backlog()),
+                () -> assertEquals(4096, s.listen().maxConnections()),
+                () -> assertEquals(16L * 1024 * 1024, s.limits().maxBody()),
+                () -> assertEquals(32 * 1024, s.limits().maxHeaderSize()),
+                () -> assertEquals(5000, s.limits().keepAliveMillis()),
+                () -> assertEquals(30_000, s.limits().requestTimeoutMillis()),
+                () -> assertEquals(10_000, s.limits().gracefulTimeoutMillis()),
+                () -> assertEquals(1, s.app().wsgiThreads()),
+                () -> assertNull(s.listen().unix()),
+                () -> assertEquals(ApplicationProtocol.auto, s.app().protocol()),
+                () -> assertFalse(s.app().factory()),
+                () -> assertEquals("", s.app().rootPath()),
+                () -> assertEquals("http", s.app().scheme()),
+                () -> assertTrue(s.app().lifespan()),
+                () -> assertTrue(s.app().uvloop()),
+                () -> assertNull(s.python().venv()),
+                () -> assertTrue(s.python().autoVenv()),
+                () -> assertEquals(List.of(), s.python().pythonPath()),
+                () -> assertTrue(s.webSocket() != null),
+                () -> assertEquals(16 * 1024 * 1024, s.webSocket().maxMessage()),
+                () -> assertEquals(20_000, s.webSocket().pingIntervalMillis()),
+                () -> assertEquals(20_000, s.webSocket().pingTimeoutMillis()),
+                () -> assertEquals(32, s.webSocket().maxQueue()),
+                () -> assertEquals(4L * 1024 * 1024, s.webSocket().maxQueueBytes()),
+                () -> assertFalse(s.webSocket().compress()),
+                () -> assertFalse(s.operations().accessLog()),
+                () -> assertEquals(LogLevel.info, s.operations().logLevel()),
+                () -> assertNull(s.operations().metricsPort(), "metrics are off unless asked for"),
+                () -> assertEquals("127.0.0.1", s.operations().metricsHost()),
 
-                () -> assertFalse(s.accessLogJson()),
-                () -> assertFalse(s.requestId()),
-                () -> assertFalse(s.requestStartHeader()),
-                () -> assertFalse(s.traceContext()),
-                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1"))),
-                () -> assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("::1"))),
-                () -> assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("10.0.0.1"))),
-                () -> assertFalse(s.forwardedAllowIps().trustsEveryone()));
+                () -> assertFalse(s.operations().accessLogJson()),
+                () -> assertFalse(s.operations().requestId()),
+                () -> assertFalse(s.operations().requestStartHeader()),
+                () -> assertFalse(s.operations().traceContext()),
+                () -> assertTrue(s.operations().forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1"))),
+                () -> assertTrue(s.operations().forwardedAllowIps().trusts(InetAddress.getByName("::1"))),
+                () -> assertFalse(s.operations().forwardedAllowIps().trusts(InetAddress.getByName("10.0.0.1"))),
+                () -> assertFalse(s.operations().forwardedAllowIps().trustsEveryone()));
     }
 
     // ---- 6. defaults
 
     @Test
-    void defaultsWithNoOptionsComeFromApplicationProperties() {
+    void defaultsWithNoOptions() {
         assertDefaults(Cli.settings("main:app"));
     }
 
     @Test
-    void defaultsWithoutAnyConfigurationComeFromServerSettingsFallbacks() {
-        // A config with no application.properties and no PEREGRINE_* values: every field stays null after parsing.
+    void defaultsWithoutAnyConfigurationComeFromTheOptionDeclarations() {
+        // A config with no application.properties and no PEREGRINE_* values: the options' own defaults are all there is.
         PeregrineCommand c = Cli.withConfig(Map.of(), Map.of(), false, () -> Cli.parse("main:app"));
-        assertNull(c.port, "nothing should have supplied --port");
-        assertNull(c.maxBody, "nothing should have supplied --max-body");
-        assertNull(c.host, "nothing should have supplied --host");
-        assertDefaults(ServerSettings.from(c));
+        assertEquals(8000, c.port);
+        assertEquals(16L * 1024 * 1024, c.maxBody);
+        assertEquals("127.0.0.1", c.host);
+        assertDefaults(CommandLineSettings.read(c));
     }
 
     @Test
@@ -101,30 +104,30 @@ class ServerSettingsTest {
                 "--keep-alive", "0", "--request-timeout", "1", "--graceful-timeout", "2", "--no-websockets",
                 "--access-log", "--log-level", "debug", "project.wsgi:application");
         assertAll(
-                () -> assertEquals("project.wsgi:application", s.target()),
-                () -> assertEquals("0.0.0.0", s.host()),
-                () -> assertEquals(0, s.port()),
-                () -> assertEquals(Path.of("/tmp/p.sock"), s.unix()),
-                () -> assertEquals(10, s.backlog()),
-                () -> assertEquals(7, s.maxConnections()),
-                () -> assertEquals(Protocol.wsgi, s.protocol()),
-                () -> assertTrue(s.factory()),
-                () -> assertEquals("/api", s.rootPath()),
-                () -> assertEquals("https", s.scheme()),
-                () -> assertEquals(8, s.wsgiThreads()),
-                () -> assertFalse(s.lifespan()),
-                () -> assertFalse(s.uvloop()),
-                () -> assertEquals(Path.of("/v"), s.venv()),
-                () -> assertFalse(s.autoVenv()),
-                () -> assertEquals(List.of(Path.of("/a"), Path.of("/b")), s.pythonPath()),
-                () -> assertEquals(0, s.maxBody()),
-                () -> assertEquals(256, s.maxHeaderSize()),
-                () -> assertEquals(0, s.keepAliveMillis()),
-                () -> assertEquals(1, s.requestTimeoutMillis()),
-                () -> assertEquals(2, s.gracefulTimeoutMillis()),
-                () -> assertFalse(s.websockets()),
-                () -> assertTrue(s.accessLog()),
-                () -> assertEquals(LogLevel.debug, s.logLevel()));
+                () -> assertEquals("project.wsgi:application", s.app().target()),
+                () -> assertEquals("0.0.0.0", s.listen().host()),
+                () -> assertEquals(0, s.listen().port()),
+                () -> assertEquals(Path.of("/tmp/p.sock"), s.listen().unix()),
+                () -> assertEquals(10, s.listen().backlog()),
+                () -> assertEquals(7, s.listen().maxConnections()),
+                () -> assertEquals(ApplicationProtocol.wsgi, s.app().protocol()),
+                () -> assertTrue(s.app().factory()),
+                () -> assertEquals("/api", s.app().rootPath()),
+                () -> assertEquals("https", s.app().scheme()),
+                () -> assertEquals(8, s.app().wsgiThreads()),
+                () -> assertFalse(s.app().lifespan()),
+                () -> assertFalse(s.app().uvloop()),
+                () -> assertEquals(Path.of("/v"), s.python().venv()),
+                () -> assertFalse(s.python().autoVenv()),
+                () -> assertEquals(List.of(Path.of("/a"), Path.of("/b")), s.python().pythonPath()),
+                () -> assertEquals(0, s.limits().maxBody()),
+                () -> assertEquals(256, s.limits().maxHeaderSize()),
+                () -> assertEquals(0, s.limits().keepAliveMillis()),
+                () -> assertEquals(1, s.limits().requestTimeoutMillis()),
+                () -> assertEquals(2, s.limits().gracefulTimeoutMillis()),
+                () -> assertFalse(s.webSocket() != null),
+                () -> assertTrue(s.operations().accessLog()),
+                () -> assertEquals(LogLevel.debug, s.operations().logLevel()));
     }
 
     @ParameterizedTest
@@ -135,7 +138,7 @@ class ServerSettingsTest {
             "--drain-delay, -1", "--metrics-port, -1", "--metrics-port, 65536",
     })
     void outOfRangeValuesAreRefusedNamingTheOption(String option, String value) {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(option, value, "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(option, value, "main:app"));
         assertTrue(e.getMessage().contains("'" + option + "'") && e.getMessage().contains(value), e.getMessage());
     }
 
@@ -169,7 +172,7 @@ class ServerSettingsTest {
     void notYetBuiltOptionIsRefusedByName(String option, String argLine) {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
         assertEquals(option + " is not supported yet", e.getMessage());
     }
 
@@ -178,11 +181,11 @@ class ServerSettingsTest {
     @Test
     void tlsPairsAreKeptInOrderAndTurnTheSchemeToHttps() {
         ServerSettings s = Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--tls-cert", "b.pem", "--tls-key", "b.key", "main:app");
-        assertEquals(List.of(new ServerSettings.CertificatePair(java.nio.file.Path.of("a.pem"), java.nio.file.Path.of("a.key")),
-                new ServerSettings.CertificatePair(java.nio.file.Path.of("b.pem"), java.nio.file.Path.of("b.key"))), s.tlsCertificates());
-        assertEquals("https", s.scheme());
-        assertEquals("http", Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--scheme", "http", "main:app").scheme());
-        assertEquals("http", Cli.settings("main:app").scheme());
+        assertEquals(List.of(new TlsSettings.CertificatePair(java.nio.file.Path.of("a.pem"), java.nio.file.Path.of("a.key")),
+                new TlsSettings.CertificatePair(java.nio.file.Path.of("b.pem"), java.nio.file.Path.of("b.key"))), s.tls().certificates());
+        assertEquals("https", s.app().scheme());
+        assertEquals("http", Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--scheme", "http", "main:app").app().scheme());
+        assertEquals("http", Cli.settings("main:app").app().scheme());
     }
 
     @ParameterizedTest
@@ -190,7 +193,7 @@ class ServerSettingsTest {
     void certificatesAndKeysComeInPairs(String argLine) {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
         assertTrue(e.getMessage().contains(argLine.endsWith("a.key") ? "'--tls-key'" : "'--tls-cert'"), e.getMessage());
     }
 
@@ -199,47 +202,47 @@ class ServerSettingsTest {
     void tlsOnlyOptionsNeedTls(String argLine) {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
         assertTrue(e.getMessage().startsWith("option '" + argLine.split(" ")[0] + "' needs"), e.getMessage());
     }
 
     @Test
     void ktlsIsRefusedWithTheReason() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--ktls", "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--ktls", "main:app"));
         assertTrue(e.getMessage().startsWith("option '--ktls' is not available: "), e.getMessage());
     }
 
     @Test
     void http2OptionsExcludeEachOther() {
-        assertTrue(Cli.settings("main:app").http2());
-        assertFalse(Cli.settings("--no-http2", "main:app").http2());
-        assertTrue(Cli.settings("--http2-only", "main:app").http2Only());
-        assertThrows(UsageException.class, () -> Cli.settings("--no-http2", "--http2-only", "main:app"));
+        assertTrue(Cli.settings("main:app").protocols().http2());
+        assertFalse(Cli.settings("--no-http2", "main:app").protocols().http2());
+        assertTrue(Cli.settings("--http2-only", "main:app").protocols().http2Only());
+        assertThrows(ConfigException.class, () -> Cli.settings("--no-http2", "--http2-only", "main:app"));
     }
 
     @Test
     void hstsAndRedirectValues() {
         ServerSettings s = Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "600", "--redirect-http", "8080", "main:app");
-        assertEquals(600, s.hstsSeconds());
-        assertEquals(8080, s.redirectHttpPort());
-        assertEquals(-1, Cli.settings("main:app").hstsSeconds());
-        assertThrows(UsageException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--redirect-http", "8000", "main:app"));
-        assertThrows(UsageException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "-1", "main:app"));
+        assertEquals(600, s.tls().hstsSeconds());
+        assertEquals(8080, s.tls().redirectHttpPort());
+        assertEquals(-1, Cli.settings("main:app").tls().hstsSeconds());
+        assertThrows(ConfigException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--redirect-http", "8000", "main:app"));
+        assertThrows(ConfigException.class, () -> Cli.settings("--tls-cert", "a.pem", "--tls-key", "a.key", "--hsts", "-1", "main:app"));
     }
 
     @Test
     void http3PortIsTheTcpPortUnlessGiven() {
         String tls = "--tls-cert a.pem --tls-key a.key ";
         ServerSettings s = Cli.settings(Cli.args(tls + "--http3 --port 8443 main:app"));
-        assertTrue(s.http3());
-        assertEquals(8443, s.quicPort());
-        assertEquals(9443, Cli.settings(Cli.args(tls + "--http3 --port 8443 --quic-port 9443 main:app")).quicPort());
-        assertFalse(Cli.settings(Cli.args(tls + "main:app")).http3());
-        UsageException orphan = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--quic-port 9443 main:app")));
+        assertTrue(s.protocols().http3());
+        assertEquals(8443, s.protocols().quicPort());
+        assertEquals(9443, Cli.settings(Cli.args(tls + "--http3 --port 8443 --quic-port 9443 main:app")).protocols().quicPort());
+        assertFalse(Cli.settings(Cli.args(tls + "main:app")).protocols().http3());
+        ConfigException orphan = assertThrows(ConfigException.class, () -> Cli.settings(Cli.args(tls + "--quic-port 9443 main:app")));
         assertEquals("option '--quic-port' needs --http3", orphan.getMessage());
-        UsageException zero = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--http3 --port 0 main:app")));
+        ConfigException zero = assertThrows(ConfigException.class, () -> Cli.settings(Cli.args(tls + "--http3 --port 0 main:app")));
         assertTrue(zero.getMessage().startsWith("option '--http3' needs --quic-port"), zero.getMessage());
-        UsageException range = assertThrows(UsageException.class, () -> Cli.settings(Cli.args(tls + "--http3 --quic-port 70000 main:app")));
+        ConfigException range = assertThrows(ConfigException.class, () -> Cli.settings(Cli.args(tls + "--http3 --quic-port 70000 main:app")));
         assertTrue(range.getMessage().startsWith("invalid value for option '--quic-port'"), range.getMessage());
     }
 
@@ -249,7 +252,7 @@ class ServerSettingsTest {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
         ServerSettings s = Cli.settings(args.toArray(String[]::new));
-        assertEquals(!argLine.contains("--no-websockets"), s.websockets());
+        assertEquals(!argLine.contains("--no-websockets"), s.webSocket() != null);
     }
 
     /** Options the server implements (or accepts as a no-op): every other option must be refused, never ignored. */
@@ -269,21 +272,21 @@ class ServerSettingsTest {
     void webSocketOptionsAreCarriedThroughAndChecked() {
         ServerSettings s = Cli.settings("--ws-max-message", "1000", "--ws-ping-interval", "0", "--ws-ping-timeout", "5",
                 "--ws-max-queue", "4", "--ws-max-queue-bytes", "65536", "--ws-compress", "main:app");
-        assertEquals(1000, s.wsMaxMessage());
-        assertEquals(0, s.wsPingIntervalMillis());
-        assertEquals(5, s.wsPingTimeoutMillis());
-        assertEquals(4, s.wsMaxQueue());
-        assertEquals(65536, s.wsMaxQueueBytes());
-        assertTrue(s.wsCompress());
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--ws-max-queue", "0", "main:app"));
+        assertEquals(1000, s.webSocket().maxMessage());
+        assertEquals(0, s.webSocket().pingIntervalMillis());
+        assertEquals(5, s.webSocket().pingTimeoutMillis());
+        assertEquals(4, s.webSocket().maxQueue());
+        assertEquals(65536, s.webSocket().maxQueueBytes());
+        assertTrue(s.webSocket().compress());
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--ws-max-queue", "0", "main:app"));
         assertTrue(e.getMessage().contains("--ws-max-queue"), e.getMessage());
-        e = assertThrows(UsageException.class, () -> Cli.settings("--ws-max-message", "3000000000", "main:app"));
+        e = assertThrows(ConfigException.class, () -> Cli.settings("--ws-max-message", "3000000000", "main:app"));
         assertTrue(e.getMessage().contains("--ws-max-message"), e.getMessage());
     }
 
     @Test
     void everyOptionIsEitherBuiltOrRefused() {
-        CommandLine cl = CommandLineSetup.configure(new CommandLine(new PeregrineCommand()));
+        CommandLine cl = CommandLineSetup.configure(new CommandLine(Cli.command()));
         Set<String> refused = new TreeSet<>();
         unbuilt().forEach(a -> refused.add((String) a.get()[0]));
         List<String> unaccounted = cl.getCommandSpec().options().stream().map(OptionSpec::longestName)
@@ -293,17 +296,17 @@ class ServerSettingsTest {
 
     @Test
     void workersZeroMeansOnePerCpuAndOnlyOneWorkerWithoutReloadRunsUnsupervised() {
-        assertEquals(Runtime.getRuntime().availableProcessors(), Cli.settings("--workers", "0", "main:app").workers());
-        assertFalse(Cli.settings("main:app").supervised());
-        assertTrue(Cli.settings("--workers", "2", "main:app").supervised());
-        assertTrue(Cli.settings("--reload", "main:app").supervised());
-        assertTrue(Cli.settings("--workers", "0", "main:app").supervised(), "0 asks for a supervisor even with one CPU");
+        assertEquals(Runtime.getRuntime().availableProcessors(), Cli.settings("--workers", "0", "main:app").workers().workers());
+        assertFalse(Cli.settings("main:app").workers().supervised());
+        assertTrue(Cli.settings("--workers", "2", "main:app").workers().supervised());
+        assertTrue(Cli.settings("--reload", "main:app").workers().supervised());
+        assertTrue(Cli.settings("--workers", "0", "main:app").workers().supervised(), "0 asks for a supervisor even with one CPU");
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"healthz", "/health?x=1", "/a b", "/x#y"})
     void healthCheckPathMustBeAnAbsolutePathWithoutQuery(String path) {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--health-check-path", path, "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--health-check-path", path, "main:app"));
         assertTrue(e.getMessage().contains("--health-check-path"), e.getMessage());
     }
 
@@ -311,9 +314,9 @@ class ServerSettingsTest {
     void repeatableOptionsTakeCommaSeparatedValuesFromTheEnvironmentAndTheCommandLine() {
         ServerSettings fromEnv = Cli.withConfig(Map.of(), Map.of("PEREGRINE_PYTHON_PATH", "src,lib"), true,
                 () -> Cli.settings("main:app"));
-        assertEquals(List.of(Path.of("src"), Path.of("lib")), fromEnv.pythonPath());
+        assertEquals(List.of(Path.of("src"), Path.of("lib")), fromEnv.python().pythonPath());
         assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")),
-                Cli.settings("--python-path", "a,b", "--python-path", "c", "main:app").pythonPath());
+                Cli.settings("--python-path", "a,b", "--python-path", "c", "main:app").python().pythonPath());
     }
 
     // ---- metrics
@@ -321,17 +324,17 @@ class ServerSettingsTest {
     @Test
     void metricsHostDefaultsToHost() {
         ServerSettings s = Cli.settings("--host", "0.0.0.0", "--metrics-port", "9100", "main:app");
-        assertEquals(9100, s.metricsPort());
-        assertEquals("0.0.0.0", s.metricsHost());
-        assertEquals("::1", Cli.settings("--metrics-port", "9100", "--metrics-host", "::1", "main:app").metricsHost());
+        assertEquals(9100, s.operations().metricsPort());
+        assertEquals("0.0.0.0", s.operations().metricsHost());
+        assertEquals("::1", Cli.settings("--metrics-port", "9100", "--metrics-host", "::1", "main:app").operations().metricsHost());
     }
 
     @Test
     void metricsPortMustNotBeTheApplicationPort() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--port", "9100", "--metrics-port", "9100", "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--port", "9100", "--metrics-port", "9100", "main:app"));
         assertTrue(e.getMessage().contains("'--metrics-port'") && e.getMessage().contains("--port"), e.getMessage());
-        assertEquals(9100, Cli.settings("--unix", "/tmp/p.sock", "--port", "9100", "--metrics-port", "9100", "main:app").metricsPort());
-        assertEquals(0, Cli.settings("--port", "0", "--metrics-port", "0", "main:app").metricsPort());
+        assertEquals(9100, Cli.settings("--unix", "/tmp/p.sock", "--port", "9100", "--metrics-port", "9100", "main:app").operations().metricsPort());
+        assertEquals(0, Cli.settings("--port", "0", "--metrics-port", "0", "main:app").operations().metricsPort());
     }
 
     // ---- 7b. proxies, request id, access log format
@@ -340,26 +343,26 @@ class ServerSettingsTest {
     void operationsOptionsAreCarriedThrough() throws Exception {
         ServerSettings s = Cli.settings("--forwarded-allow-ips", "10.0.0.0/8, unix", "--access-log-format", "json",
                 "--request-id", "--request-start-header", "--trace-context", "main:app");
-        assertTrue(s.accessLog(), "--access-log-format implies --access-log");
-        assertTrue(s.accessLogJson());
-        assertTrue(s.requestId());
-        assertTrue(s.requestStartHeader());
-        assertTrue(s.traceContext());
-        assertTrue(s.forwardedAllowIps().trusts(InetAddress.getByName("10.200.3.4")));
-        assertFalse(s.forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1")), "the list replaces the default");
+        assertTrue(s.operations().accessLog(), "--access-log-format implies --access-log");
+        assertTrue(s.operations().accessLogJson());
+        assertTrue(s.operations().requestId());
+        assertTrue(s.operations().requestStartHeader());
+        assertTrue(s.operations().traceContext());
+        assertTrue(s.operations().forwardedAllowIps().trusts(InetAddress.getByName("10.200.3.4")));
+        assertFalse(s.operations().forwardedAllowIps().trusts(InetAddress.getByName("127.0.0.1")), "the list replaces the default");
     }
 
     @Test
     void textAccessLogFormatAlsoImpliesTheAccessLog() {
         ServerSettings s = Cli.settings("--access-log-format", "text", "main:app");
-        assertTrue(s.accessLog());
-        assertFalse(s.accessLogJson());
+        assertTrue(s.operations().accessLog());
+        assertFalse(s.operations().accessLogJson());
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"localhost", "10.0.0.0/33", "10.0.0.1/x", "::1/129", "1.2.3", "10.0.0.1,example.com", "unix:/tmp/s"})
     void badForwardedAllowIpsIsOneUsageErrorNamingTheOption(String value) {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--forwarded-allow-ips", value, "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--forwarded-allow-ips", value, "main:app"));
         assertTrue(e.getMessage().startsWith("invalid value for option '--forwarded-allow-ips': "), e.getMessage());
         assertFalse(e.getMessage().contains("\n"), e.getMessage());
     }
@@ -368,30 +371,30 @@ class ServerSettingsTest {
 
     @Test
     void missingTargetIsAClearUsageError() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings());
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings());
         assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
         assertTrue(e.getMessage().toLowerCase().contains("missing"), e.getMessage());
-        UsageException blank = assertThrows(UsageException.class, () -> Cli.settings("  "));
+        ConfigException blank = assertThrows(ConfigException.class, () -> Cli.settings("  "));
         assertTrue(blank.getMessage().contains("MODULE:ATTRIBUTE"), blank.getMessage());
     }
 
     @Test
     void targetWithoutColonIsAClearUsageError() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("main"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("main"));
         assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
         assertTrue(e.getMessage().contains("'main'"), () -> "quotes what was given: " + e.getMessage());
     }
 
     @Test
     void targetIsCheckedBeforeUnbuiltOptions() {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--compress"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress"));
         assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"ftp", "HTTP", "ws", "https:", ""})
     void schemeOtherThanHttpOrHttpsIsRefused(String scheme) {
-        UsageException e = assertThrows(UsageException.class, () -> Cli.settings("--scheme", scheme, "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--scheme", scheme, "main:app"));
         assertTrue(e.getMessage().contains("--scheme"), e.getMessage());
         assertTrue(e.getMessage().contains("'" + scheme + "'"), e.getMessage());
     }
@@ -399,7 +402,7 @@ class ServerSettingsTest {
     @ParameterizedTest
     @ValueSource(strings = {"http", "https"})
     void httpAndHttpsSchemesAreAccepted(String scheme) {
-        assertEquals(scheme, Cli.settings("--scheme", scheme, "main:app").scheme());
+        assertEquals(scheme, Cli.settings("--scheme", scheme, "main:app").app().scheme());
     }
 
     @ParameterizedTest
@@ -413,11 +416,11 @@ class ServerSettingsTest {
             "''        | ''",
     }, delimiter = '|')
     void rootPathIsNormalised(String given, String expected) {
-        assertEquals(expected, Cli.settings("--root-path", given, "main:app").rootPath());
+        assertEquals(expected, Cli.settings("--root-path", given, "main:app").app().rootPath());
     }
 
     @Test
     void rootPathFromConfigurationIsNormalisedToo() {
-        assertEquals("/api", Cli.withSystemProperties(Map.of("peregrine.root-path", "api/"), () -> Cli.settings("main:app")).rootPath());
+        assertEquals("/api", Cli.withSystemProperties(Map.of("peregrine.root-path", "api/"), () -> Cli.settings("main:app")).app().rootPath());
     }
 }

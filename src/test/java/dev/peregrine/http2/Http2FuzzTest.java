@@ -4,7 +4,7 @@ import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.metrics.RequestMetrics;
-import dev.peregrine.server.Connections;
+import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;

@@ -1,7 +1,8 @@
 package dev.peregrine.testing;
 
 import dev.peregrine.cli.PeregrineCommand;
-import dev.peregrine.cli.ServerSettings;
+import dev.peregrine.cli.CommandLineSettings;
+import dev.peregrine.server.WorkerServer;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
@@ -18,9 +19,9 @@ import picocli.CommandLine;
 public final class AnsweringApplication implements Application {
     /** The HTTP settings the command line {@code args} give, as the server would build them. */
     public static HttpSettings settings(String... args) {
-        PeregrineCommand command = new PeregrineCommand();
+        PeregrineCommand command = new PeregrineCommand(settings -> 0);
         new CommandLine(command).parseArgs(args);
-        return HttpSettings.from(ServerSettings.from(command));
+        return WorkerServer.httpSettings(CommandLineSettings.read(command));
     }
 
     @Override

@@ -1,4 +1,4 @@
-package dev.peregrine.http2;
+package dev.peregrine.http;
 
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
@@ -11,7 +11,7 @@ import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.util.AsciiString;
 
 /** The response field list of an HTTP/2 stream (and of an HTTP/3 one, whose rules are the same), from the head the application gave. */
-public final class Http2Responses {
+public final class FieldListResponses {
     private static final AsciiString SERVER = AsciiString.cached("server");
     private static final AsciiString SERVER_VALUE = AsciiString.cached("peregrine");
     private static final AsciiString DATE = AsciiString.cached("date");
@@ -22,7 +22,7 @@ public final class Http2Responses {
 
     private static final ThreadLocal<Object[]> DATE_VALUE = ThreadLocal.withInitial(() -> new Object[2]);
 
-    private Http2Responses() {}
+    private FieldListResponses() {}
 
     /**
      * @param completeSize the whole body's size when the application gave it in one piece, else -1: it
@@ -30,7 +30,7 @@ public final class Http2Responses {
      * @param requestId    the X-Request-ID to echo, or null
      * @param tlsHeaders   Strict-Transport-Security and Alt-Svc to add, or null
      */
-    static Http2Headers headers(ResponseHead response, long completeSize, AsciiString requestId, TlsResponseHeaders tlsHeaders) {
+    public static Http2Headers headers(ResponseHead response, long completeSize, AsciiString requestId, TlsResponseHeaders tlsHeaders) {
         DefaultHttp2Headers headers = new DefaultHttp2Headers(false, response.count() + 4);
         headers.status(HttpResponseStatus.valueOf(response.status()).codeAsText());
         return fill(headers, response, completeSize, requestId, tlsHeaders);

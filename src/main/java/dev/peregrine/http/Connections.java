@@ -1,4 +1,4 @@
-package dev.peregrine.server;
+package dev.peregrine.http;
 
 import dev.peregrine.ops.metrics.RequestMetrics;
 import io.netty.channel.Channel;

@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.edge;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;

@@ -1,4 +1,4 @@
-package dev.peregrine.http1;
+package dev.peregrine.http;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -9,7 +9,7 @@ import java.util.Objects;
  * holding the whole head, and offsets into it. Every {@code *Start} / {@code *Length} pair indexes into
  * {@link #bytes()}; header names there are already lower-cased.
  *
- * <p>Instances are created by {@link RequestHeadParser} only. Before the request is handed to the application,
+ * <p>Instances are made by the transports' parsers: HTTP/1.1's {@code RequestHeadParser}, and {@link FieldListRequests} for HTTP/2 and HTTP/3. Before the request is handed to the application,
  * the connection may add headers of its own (X-Request-ID, X-Request-Start) or drop client headers it replaces;
  * after that they are not modified. Added headers go into spare room the parser left at the end of the array,
  * so that the adapters, which read names and values through the offsets, see them like any other header.
@@ -38,7 +38,7 @@ public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
     private final boolean expectContinue;
     private final boolean upgradeWebSocket;
 
-    RequestHead(byte[] bytes, int used, String method,
+    public RequestHead(byte[] bytes, int used, String method,
                 int targetStart, int targetLength, int pathStart, int pathLength, int queryStart, int queryLength,
                 boolean http11, int[] headerOffsets, int headerCount,
                 long contentLength, boolean chunked, boolean keepAlive, boolean expectContinue,

@@ -1,7 +1,7 @@
-package dev.peregrine.http1;
+package dev.peregrine.http;
 
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.ops.RequestId;
+import dev.peregrine.http.RequestId;
 
 import java.nio.charset.StandardCharsets;
 

@@ -1,8 +1,8 @@
-package dev.peregrine.cli;
+package dev.peregrine.config;
 
 /** A bad or unsupported combination of options: printed as one line, exit status 2. */
-public final class UsageException extends RuntimeException {
-    public UsageException(String message) {
+public final class ConfigException extends RuntimeException {
+    public ConfigException(String message) {
         super(message, null, false, false);
     }
 }

@@ -1,4 +1,4 @@
-package dev.peregrine.proxy;
+package dev.peregrine.config;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -2,10 +2,14 @@ package dev.peregrine.server;
 
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
-import dev.peregrine.cli.ServerSettings;
-import dev.peregrine.cli.Version;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.config.Version;
+import dev.peregrine.config.OperationsSettings;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.ops.HealthCheck;
+import dev.peregrine.http.TlsResponseHeaders;
+import dev.peregrine.http.Connections;
+import dev.peregrine.ops.AccessLog;
+import dev.peregrine.edge.HealthCheck;
 import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
@@ -38,7 +42,7 @@ import java.util.logging.Level;
  * One worker: the embedded interpreter with the application, the listening socket, and the
  * shutdown sequence (stop accepting, let in-flight requests finish, stop the application).
  */
-public final class PeregrineServer {
+public final class WorkerServer {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final ServerSettings settings;
@@ -48,7 +52,7 @@ public final class PeregrineServer {
     /** Null without TLS. */
     private final TlsContexts tls;
 
-    public PeregrineServer(ServerSettings settings, TlsContexts tls) {
+    public WorkerServer(ServerSettings settings, TlsContexts tls) {
         this.settings = settings;
         this.tls = tls;
     }
@@ -71,7 +75,7 @@ public final class PeregrineServer {
         WorkerMetrics metrics;
         try {
             // Before Python starts: a port that is taken is reported at once, with nothing to undo.
-            metrics = WorkerMetrics.start(settings.metricsPort(), settings.metricsHost(), System.getenv());
+            metrics = WorkerMetrics.start(settings.operations().metricsPort(), settings.operations().metricsHost(), System.getenv());
         } catch (java.io.IOException e) {
             System.err.println("peregrine: " + e.getMessage());
             return 1;
@@ -79,9 +83,9 @@ public final class PeregrineServer {
         PythonInstall install;
         PythonInterpreter interpreter;
         try {
-            install = PythonInstall.locate(settings.venv(), settings.autoVenv(), System.getenv());
+            install = PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv());
             List<Path> path = new ArrayList<>();
-            for (Path p : settings.pythonPath()) path.add(p.toAbsolutePath());
+            for (Path p : settings.python().pythonPath()) path.add(p.toAbsolutePath());
             path.add(Path.of("").toAbsolutePath());
             interpreter = PythonInterpreter.start(install, path);
         } catch (PythonInstall.Unusable e) {
@@ -93,15 +97,15 @@ public final class PeregrineServer {
         String protocol;
         int gil = PythonInterpreter.acquire();
         try {
-            ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.target(), settings.factory(), settings.protocol().name());
+            ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(), settings.app().protocol().name());
             protocol = loaded.protocol();
             interpreter.define("log", args -> {
                 log((int) Py.toLong(args.get(0)), Py.toJavaString(args.get(1)));
                 return null;
             });
             application = protocol.equals("asgi")
-                    ? new AsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.uvloop(), settings.lifespan(), metrics.recorder())
-                    : new WsgiApplication(interpreter, loaded.app(), settings.rootPath(), settings.wsgiThreads(), metrics.recorder());
+                    ? new AsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(), metrics.recorder())
+                    : new WsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().wsgiThreads(), metrics.recorder());
             interpreter.publishNativeModule();
             application.prepare();
         } catch (ApplicationLoader.LoadFailure e) {
@@ -120,9 +124,9 @@ public final class PeregrineServer {
             return 3;
         }
 
-        Connections connections = new Connections(settings.maxConnections(), metrics.recorder());
-        HttpSettings http = HttpSettings.from(settings);
-        HealthCheck health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath(), application);
+        Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
+        HttpSettings http = httpSettings(settings);
+        HealthCheck health = settings.edge().healthCheckPath() == null ? null : new HealthCheck(settings.edge().healthCheckPath(), application);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
@@ -130,17 +134,17 @@ public final class PeregrineServer {
                 .group(acceptors, workers)
                 .childOption(ChannelOption.AUTO_READ, false)
                 .childHandler(new ConnectionInitializer(
-                        new Protocols(http, health != null ? health : application, connections, settings.http2(), settings.http2Only()),
+                        new Protocols(http, health != null ? health : application, connections, settings.protocols().http2(), settings.protocols().http2Only()),
                         connections, tls, handshakeTimeout()));
-        if (settings.unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
+        if (settings.listen().unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
         // HTTP/3 first: once the TCP port answers (what readiness probes and tests watch), QUIC does too.
         Channel quic = null;
-        if (settings.http3()) {
+        if (settings.protocols().http3()) {
             try {
-                quic = Http3Setup.bind(workers, settings.host(), settings.quicPort(), SupervisorLink.supervised(),
+                quic = Http3Setup.bind(workers, settings.listen().host(), settings.protocols().quicPort(), SupervisorLink.supervised(),
                         Http3Setup.quicCodec(tls.quicEngines(), http, health != null ? health : application, connections));
             } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on udp " + settings.host() + ":" + settings.quicPort() + " (--http3): " + e.getMessage());
+                System.err.println("peregrine: cannot listen on udp " + settings.listen().host() + ":" + settings.protocols().quicPort() + " (--http3): " + e.getMessage());
                 return failStart(application, acceptors, workers);
             }
         }
@@ -149,42 +153,42 @@ public final class PeregrineServer {
         SupervisorLink link;
         try {
             link = SupervisorLink.connectIfSupervised(acceptors, () -> stops.add(Stop.NOW));
-            listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.unix() != null);
+            listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.listen().unix() != null);
         } catch (Exception e) {
-            System.err.println("peregrine: cannot listen on " + (settings.unix() != null ? settings.unix() : settings.host() + ":" + settings.port())
+            System.err.println("peregrine: cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix() : settings.listen().host() + ":" + settings.listen().port())
                     + ": " + e.getMessage());
             return failStart(application, acceptors, workers, quic);
         }
 
-        if (link == null && settings.redirectHttpPort() != null) {
+        if (link == null && settings.tls().redirectHttpPort() != null) {
             // Under a supervisor, the supervisor answers the redirect port.
             try {
                 redirect = HttpsRedirect.bind(acceptors, settings);
             } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on " + settings.host() + ":" + settings.redirectHttpPort() + " (--redirect-http): " + e.getMessage());
+                System.err.println("peregrine: cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort() + " (--redirect-http): " + e.getMessage());
                 return failStart(application, acceptors, workers, listener, quic);
             }
         }
 
         serving = true;
         if (link == null) {
-            LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.target(),
+            LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.app().target(),
                     protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
             if (tls != null) LOG.infof("TLS by %s, ALPN %s", tls.implementation(), tls.alpn());
-            if (quic != null) LOG.infof("HTTP/3 over QUIC on udp %s:%d", settings.host(), settings.quicPort());
-            if (redirect != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.redirectHttpPort());
+            if (quic != null) LOG.infof("HTTP/3 over QUIC on udp %s:%d", settings.listen().host(), settings.protocols().quicPort());
+            if (redirect != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.tls().redirectHttpPort());
             if (metrics.url() != null) LOG.infof("Metrics on %s", metrics.url());
         } else {
             LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", link.id(), ProcessHandle.current().pid(),
-                    settings.target(), protocol.toUpperCase(), flavour, install.version());
+                    settings.app().target(), protocol.toUpperCase(), flavour, install.version());
             link.ready();
         }
         Stop stop = awaitStop();
-        if (stop == Stop.AFTER_DELAY && settings.drainDelayMillis() > 0) {
+        if (stop == Stop.AFTER_DELAY && settings.workers().drainDelayMillis() > 0) {
             if (health != null) health.fail();
-            LOG.infof("Draining in %d ms: the health check fails from now on, requests are still served", settings.drainDelayMillis());
+            LOG.infof("Draining in %d ms: the health check fails from now on, requests are still served", settings.workers().drainDelayMillis());
             // A second signal, or the supervisor, cuts the delay short.
-            pollStop(settings.drainDelayMillis());
+            pollStop(settings.workers().drainDelayMillis());
         }
 
         LOG.info("Shutting down: finishing requests in flight");
@@ -192,7 +196,7 @@ public final class PeregrineServer {
         listener.close().syncUninterruptibly();
         if (redirect != null) redirect.close();
         connections.startDraining();
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.gracefulTimeoutMillis());
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.limits().gracefulTimeoutMillis());
         // Connections, not only requests: idle keep-alive connections close on their own within a moment,
         // and one that sends a request meanwhile gets its answer (with Connection: close) instead of a reset.
         while ((connections.inFlight() > 0 || connections.open() > 0) && System.nanoTime() < deadline) {
@@ -206,9 +210,9 @@ public final class PeregrineServer {
         stopApplication(application);
         acceptors.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         workers.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
-        if (settings.unix() != null && link == null) {
+        if (settings.listen().unix() != null && link == null) {
             try {
-                Files.deleteIfExists(settings.unix());
+                Files.deleteIfExists(settings.listen().unix());
             } catch (java.io.IOException ignored) {
                 // The socket file is left behind; the next start removes it.
             }
@@ -230,9 +234,20 @@ public final class PeregrineServer {
         return 1;
     }
 
+    /** What the connections of every transport read of the configuration. */
+    public static HttpSettings httpSettings(ServerSettings s) {
+        OperationsSettings ops = s.operations();
+        AccessLog accessLog = ops.accessLog() ? new AccessLog(ops.accessLogJson(), ops.requestId(), ops.traceContext()) : null;
+        return new HttpSettings(s.limits().maxHeaderSize(), s.limits().maxBody(), s.limits().keepAliveMillis(), s.limits().requestTimeoutMillis(),
+                s.app().scheme(), accessLog, ops.forwardedAllowIps(), ops.requestId(), ops.requestStartHeader(), s.webSocket(),
+                TlsResponseHeaders.of(s.tls().hstsSeconds() >= 0 ? "max-age=" + s.tls().hstsSeconds() : null,
+                        s.protocols().http3() ? "h3=\":" + s.protocols().quicPort() + "\"; ma=86400" : null),
+                s.limits().gracefulTimeoutMillis());
+    }
+
     /** A TLS handshake may take as long as a request may stall. */
     private long handshakeTimeout() {
-        return settings.requestTimeoutMillis() > 0 ? settings.requestTimeoutMillis() : 30_000;
+        return settings.limits().requestTimeoutMillis() > 0 ? settings.limits().requestTimeoutMillis() : 30_000;
     }
 
     private void stopOrExit(Stop stop, int status) {
@@ -263,7 +278,7 @@ public final class PeregrineServer {
 
     private void stopApplication(ServedApplication application) {
         try {
-            application.stop(settings.gracefulTimeoutMillis() + 5000);
+            application.stop(settings.limits().gracefulTimeoutMillis() + 5000);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -307,7 +322,7 @@ public final class PeregrineServer {
     }
 
     private void applyLogLevel() {
-        Level level = switch (settings.logLevel()) {
+        Level level = switch (settings.operations().logLevel()) {
             case debug -> Level.FINE;
             case info -> Level.INFO;
             case warning -> Level.WARNING;

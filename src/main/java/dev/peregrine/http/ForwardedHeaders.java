@@ -1,5 +1,6 @@
-package dev.peregrine.proxy;
+package dev.peregrine.http;
 
+import dev.peregrine.config.TrustedProxies;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpRequestHead;
 

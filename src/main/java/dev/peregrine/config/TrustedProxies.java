@@ -1,4 +1,4 @@
-package dev.peregrine.proxy;
+package dev.peregrine.config;
 
 import io.netty.channel.Channel;
 import io.netty.channel.unix.DomainSocketAddress;
@@ -137,21 +137,21 @@ public final class TrustedProxies {
     }
 
     /** Address literals without DNS: Netty's parser, which returns null for anything but an IPv4 or IPv6 literal. */
-    static final class IpLiterals {
+    public static final class IpLiterals {
         private IpLiterals() {}
 
-        static byte[] parse(String text) {
+        public static byte[] parse(String text) {
             return NetUtil.createByteArrayFromIpAddressString(text);
         }
 
-        static boolean isV4Mapped(byte[] address) {
+        public static boolean isV4Mapped(byte[] address) {
             for (int i = 0; i < 10; i++) {
                 if (address[i] != 0) return false;
             }
             return address[10] == (byte) 0xff && address[11] == (byte) 0xff;
         }
 
-        static byte[] v4(byte[] mapped) {
+        public static byte[] v4(byte[] mapped) {
             return new byte[] {mapped[12], mapped[13], mapped[14], mapped[15]};
         }
     }

@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.http;
 
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ThreadLocalRandom;

@@ -1,6 +1,7 @@
-package dev.peregrine.proxy;
+package dev.peregrine.http;
 
-import dev.peregrine.http1.RequestHead;
+import dev.peregrine.config.TrustedProxies;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http1.RequestHeadParser;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;

@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.http;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

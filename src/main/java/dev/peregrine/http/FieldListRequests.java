@@ -1,6 +1,6 @@
-package dev.peregrine.http2;
+package dev.peregrine.http;
 
-import dev.peregrine.http1.RequestHead;
+import dev.peregrine.http.RequestHead;
 import io.netty.handler.codec.Headers;
 import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.util.AsciiString;
@@ -17,7 +17,7 @@ import java.util.Map;
  * <p>{@code :authority} becomes the {@code host} header, and several {@code cookie} fields are joined
  * with "; " (RFC 9113 8.2.3), so that an application reads them as it would over HTTP/1.1.
  */
-public final class Http2RequestHeads {
+public final class FieldListRequests {
     private static final AsciiString COOKIE = AsciiString.cached("cookie");
     private static final AsciiString HOST = AsciiString.cached("host");
     private static final AsciiString CONTENT_LENGTH = AsciiString.cached("content-length");
@@ -32,10 +32,10 @@ public final class Http2RequestHeads {
         }
     }
 
-    private Http2RequestHeads() {}
+    private FieldListRequests() {}
 
     /** {@code spareBytes}/{@code spareHeaders}: room kept for the headers the server adds (X-Request-ID, X-Request-Start). */
-    static RequestHead build(Http2Headers headers, boolean endStream, int spareBytes, int spareHeaders) throws Malformed {
+    public static RequestHead build(Http2Headers headers, boolean endStream, int spareBytes, int spareHeaders) throws Malformed {
         return build(headers, headers.method(), headers.scheme(), headers.path(), headers.authority(), endStream, spareBytes, spareHeaders);
     }
 

@@ -1,0 +1,35 @@
+package dev.peregrine;
+
+import dev.peregrine.cli.Launcher;
+import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.server.WorkerServer;
+import dev.peregrine.tls.TlsContexts;
+import dev.peregrine.workers.Supervisor;
+import dev.peregrine.workers.SupervisorLink;
+import jakarta.enterprise.context.ApplicationScoped;
+
+/**
+ * Where the process goes once the command line ({@code cli}) has been read into the configuration
+ * records: a worker (the one process, or one started by a supervisor) or the supervisor is assembled
+ * and run. Quarkus's picocli extension runs the command and hands this bean to it.
+ */
+@ApplicationScoped
+public class Main implements Launcher {
+
+    @Override
+    public int launch(ServerSettings settings) {
+        TlsContexts tls;
+        try {
+            // Read before anything starts, so that a bad certificate or key ends the start with status 2;
+            // a supervisor checks them as well, before it starts any worker.
+            tls = settings.tls().enabled() ? TlsContexts.load(settings) : null;
+        } catch (ConfigException e) {
+            System.err.println("peregrine: " + e.getMessage());
+            return 2;
+        }
+        // A worker started by a supervisor parses the same command line, and must not supervise in turn.
+        if (settings.workers().supervised() && !SupervisorLink.supervised()) return new Supervisor(settings).run();
+        return new WorkerServer(settings, tls).run();
+    }
+}

@@ -1,0 +1,217 @@
+package dev.peregrine.cli;
+
+import dev.peregrine.config.AppSettings;
+import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.EdgeSettings;
+import dev.peregrine.config.LimitSettings;
+import dev.peregrine.config.ListenSettings;
+import dev.peregrine.config.LogFormat;
+import dev.peregrine.config.OperationsSettings;
+import dev.peregrine.config.ProtocolSettings;
+import dev.peregrine.config.PythonSettings;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.config.TlsSettings;
+import dev.peregrine.config.TlsSettings.CertificatePair;
+import dev.peregrine.config.TrustedProxies;
+import dev.peregrine.config.WebSocketSettings;
+import dev.peregrine.config.WorkerSettings;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Turns a parsed command line into the configuration records, checking what no single option can:
+ * ranges, options that need or exclude others, and the ones whose feature is not built. Every value is
+ * present by now (the options declare their defaults), except the switches, which are null when off.
+ */
+public final class CommandLineSettings {
+    private CommandLineSettings() {}
+
+    public static ServerSettings read(PeregrineCommand c) {
+        if (c.target == null || c.target.isBlank()) throw new ConfigException("missing MODULE:ATTRIBUTE, the application to serve (see --help)");
+        if (!c.target.contains(":")) throw new ConfigException("the application must be given as MODULE:ATTRIBUTE, not '" + c.target + "'");
+        refuseUnbuilt(c);
+        ListenSettings listen = listen(c);
+        TlsSettings tls = tls(c, listen);
+        ProtocolSettings protocols = protocols(c, listen, tls);
+        return new ServerSettings(
+                listen,
+                app(c, tls),
+                new PythonSettings(c.venv, !on(c.noAutoVenv), List.copyOf(c.pythonPath)),
+                new LimitSettings(
+                        range("--max-body", c.maxBody, 0, Long.MAX_VALUE),
+                        range("--max-header-size", c.maxHeaderSize, 256, 16 * 1024 * 1024),
+                        range("--keep-alive", c.keepAlive, 0, Long.MAX_VALUE),
+                        range("--request-timeout", c.requestTimeout, 0, Long.MAX_VALUE),
+                        range("--graceful-timeout", c.gracefulTimeout, 0, Long.MAX_VALUE)),
+                new WorkerSettings(
+                        workerCount(range("--workers", c.workers, 0, 1024)),
+                        // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
+                        c.workers != 1 || on(c.reload),
+                        range("--drain-delay", c.drainDelay, 0, Long.MAX_VALUE),
+                        on(c.reload)),
+                tls,
+                protocols,
+                webSocket(c),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath)),
+                operations(c, listen));
+    }
+
+    private static ListenSettings listen(PeregrineCommand c) {
+        return new ListenSettings(c.host, range("--port", c.port, 0, 65535), c.unix,
+                range("--backlog", c.backlog, 1, Integer.MAX_VALUE),
+                range("--max-connections", c.maxConnections, 1, Integer.MAX_VALUE));
+    }
+
+    private static AppSettings app(PeregrineCommand c, TlsSettings tls) {
+        String scheme = c.scheme;
+        if (scheme != null && !scheme.equals("http") && !scheme.equals("https")) {
+            throw new ConfigException("invalid value for option '--scheme': '" + scheme + "' is neither http nor https");
+        }
+        return new AppSettings(c.target, c.protocol, on(c.factory), normalizeRootPath(c.rootPath),
+                scheme != null ? scheme : tls.enabled() ? "https" : "http",
+                range("--wsgi-threads", c.wsgiThreads, 1, 1024), !on(c.noLifespan), !on(c.noUvloop));
+    }
+
+    private static TlsSettings tls(PeregrineCommand c, ListenSettings listen) {
+        List<CertificatePair> certificates = certificatePairs(c);
+        boolean tls = !certificates.isEmpty();
+        if (!tls && c.tlsCiphers != null) throw new ConfigException("option '--tls-ciphers' needs --tls-cert and --tls-key");
+        if (!tls && c.redirectHttp != null) throw new ConfigException("option '--redirect-http' needs TLS (--tls-cert and --tls-key)");
+        if (!tls && c.hsts != null) throw new ConfigException("option '--hsts' needs TLS (--tls-cert and --tls-key)");
+        if (c.redirectHttp != null && listen.unix() == null && c.redirectHttp == listen.port()) {
+            throw new ConfigException("invalid value for option '--redirect-http': " + c.redirectHttp + " is the TLS --port");
+        }
+        return new TlsSettings(certificates, c.tlsCiphers,
+                c.redirectHttp == null ? null : range("--redirect-http", c.redirectHttp, 1, 65535),
+                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE));
+    }
+
+    private static ProtocolSettings protocols(PeregrineCommand c, ListenSettings listen, TlsSettings tls) {
+        boolean http3 = on(c.http3);
+        if (http3 && !tls.enabled()) throw new ConfigException("option '--http3' needs TLS (--tls-cert and --tls-key): QUIC is always encrypted");
+        if (!http3 && c.quicPort != null) throw new ConfigException("option '--quic-port' needs --http3");
+        if (http3 && c.quicPort == null && (listen.unix() != null || listen.port() == 0)) {
+            throw new ConfigException("option '--http3' needs --quic-port when " + (listen.unix() != null ? "listening on --unix" : "--port is 0"));
+        }
+        if (on(c.noHttp2) && on(c.http2Only)) throw new ConfigException("options '--no-http2' and '--http2-only' exclude each other");
+        return new ProtocolSettings(!on(c.noHttp2), on(c.http2Only), http3,
+                http3 ? range("--quic-port", c.quicPort != null ? c.quicPort : listen.port(), 1, 65535) : 0);
+    }
+
+    /** Null when --no-websockets: upgrades are then answered 501. */
+    private static WebSocketSettings webSocket(PeregrineCommand c) {
+        WebSocketSettings settings = new WebSocketSettings(
+                (int) range("--ws-max-message", c.wsMaxMessage, 1, Integer.MAX_VALUE - 8),
+                range("--ws-ping-interval", c.wsPingInterval, 0, Long.MAX_VALUE),
+                range("--ws-ping-timeout", c.wsPingTimeout, 0, Long.MAX_VALUE),
+                range("--ws-max-queue", c.wsMaxQueue, 1, Integer.MAX_VALUE),
+                range("--ws-max-queue-bytes", c.wsMaxQueueBytes, 1, Long.MAX_VALUE),
+                on(c.wsCompress));
+        return on(c.noWebsockets) ? null : settings;
+    }
+
+    private static OperationsSettings operations(PeregrineCommand c, ListenSettings listen) {
+        Integer metricsPort = c.metricsPort == null ? null : range("--metrics-port", c.metricsPort, 0, 65535);
+        String metricsHost = c.metricsHost != null ? c.metricsHost : listen.host();
+        if (metricsPort != null && metricsPort != 0 && listen.unix() == null && metricsPort == listen.port() && metricsHost.equals(listen.host())) {
+            throw new ConfigException("invalid value for option '--metrics-port': " + metricsPort + " is the application's --port");
+        }
+        return new OperationsSettings(metricsPort, metricsHost,
+                on(c.accessLog) || c.accessLogFormat != null,
+                c.accessLogFormat == LogFormat.json,
+                on(c.requestId), on(c.requestStartHeader), on(c.traceContext),
+                c.logLevel,
+                trustedProxies(c.forwardedAllowIps));
+    }
+
+    private static List<CertificatePair> certificatePairs(PeregrineCommand c) {
+        if (c.tlsCert.size() != c.tlsKey.size()) {
+            throw new ConfigException(c.tlsCert.size() > c.tlsKey.size()
+                    ? "option '--tls-cert' needs a --tls-key for each certificate (" + c.tlsCert.size() + " certificates, " + c.tlsKey.size() + " keys)"
+                    : "option '--tls-key' needs a --tls-cert for each key (" + c.tlsKey.size() + " keys, " + c.tlsCert.size() + " certificates)");
+        }
+        List<CertificatePair> pairs = new ArrayList<>();
+        for (int i = 0; i < c.tlsCert.size(); i++) pairs.add(new CertificatePair(c.tlsCert.get(i), c.tlsKey.get(i)));
+        return List.copyOf(pairs);
+    }
+
+    /** 0 means one per CPU, as gunicorn users write $(nproc). */
+    private static int workerCount(int asked) {
+        return asked == 0 ? Runtime.getRuntime().availableProcessors() : asked;
+    }
+
+    private static String healthCheckPath(String path) {
+        if (path == null) return null;
+        if (!path.startsWith("/") || path.chars().anyMatch(ch -> ch <= ' ' || ch == '?' || ch == '#' || ch >= 0x7f)) {
+            throw new ConfigException("invalid value for option '--health-check-path': '" + path + "' is not an absolute path without query");
+        }
+        return path;
+    }
+
+    private static TrustedProxies trustedProxies(String list) {
+        try {
+            return TrustedProxies.parse(list);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("invalid value for option '--forwarded-allow-ips': " + e.getMessage());
+        }
+    }
+
+    /**
+     * Options whose feature is not built yet are refused by name rather than silently ignored: a user
+     * who asks for a cache and gets none without a word would be misled.
+     */
+    private static void refuseUnbuilt(PeregrineCommand c) {
+        if (on(c.ktls)) {
+            // Kernel TLS needs the TLS library to hand its session keys to the socket (setsockopt TLS_TX);
+            // neither the JDK's TLS nor the BoringSSL of netty-tcnative can do that.
+            throw new ConfigException("option '--ktls' is not available: neither the JDK's TLS nor BoringSSL (netty-tcnative) "
+                    + "can hand the session keys to the kernel; TLS is encrypted in the server instead");
+        }
+        Map<String, Boolean> asked = new LinkedHashMap<>();
+        asked.put("--free-threaded", on(c.freeThreaded));
+        asked.put("--lifespan-scope", c.lifespanScope != null);
+        asked.put("--python-home", c.pythonHome != null);
+        asked.put("--acme-domain", !c.acmeDomain.isEmpty());
+        asked.put("--acme-email", c.acmeEmail != null);
+        asked.put("--acme-cache", c.acmeCache != null);
+        asked.put("--acme-staging", on(c.acmeStaging));
+        asked.put("--acme-directory", c.acmeDirectory != null);
+        asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
+        asked.put("--static-dir", !c.staticDir.isEmpty());
+        asked.put("--rate-limit", c.rateLimit != null);
+        asked.put("--rate-limit-burst", c.rateLimitBurst != null);
+        asked.put("--cache-size", c.cacheSize != null);
+        asked.put("--cache-max-object", c.cacheMaxObject != null);
+        asked.put("--cache-ttl-max", c.cacheTtlMax != null);
+        asked.put("--compress", on(c.compress));
+        asked.put("--compress-min-size", c.compressMinSize != null);
+        asked.put("--compress-static", on(c.compressStatic));
+        for (Map.Entry<String, Boolean> option : asked.entrySet()) {
+            if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");
+        }
+    }
+
+    /** A switch: null when not given anywhere. */
+    private static boolean on(Boolean option) {
+        return Boolean.TRUE.equals(option);
+    }
+
+    private static int range(String option, int value, int min, int max) {
+        if (value < min || value > max) throw new ConfigException("invalid value for option '" + option + "': " + value + " is outside " + min + ".." + max);
+        return value;
+    }
+
+    private static long range(String option, long value, long min, long max) {
+        if (value < min || value > max) throw new ConfigException("invalid value for option '" + option + "': " + value + " is outside " + min + ".." + max);
+        return value;
+    }
+
+    private static String normalizeRootPath(String rootPath) {
+        String p = rootPath.startsWith("/") ? rootPath : "/" + rootPath;
+        while (p.endsWith("/")) p = p.substring(0, p.length() - 1);
+        return p;
+    }
+}

@@ -1,0 +1,8 @@
+package dev.peregrine.config;
+
+/**
+ * The stages the server runs in front of the application. {@code healthCheckPath} is null when the
+ * server answers no health check.
+ */
+public record EdgeSettings(String healthCheckPath) {
+}

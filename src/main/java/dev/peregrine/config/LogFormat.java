@@ -1,0 +1,4 @@
+package dev.peregrine.config;
+
+/** {@code --access-log-format}. */
+public enum LogFormat { text, json }
