@@ -1,6 +1,7 @@
 package dev.peregrine.app;
 
 import dev.peregrine.http.Application;
+import dev.peregrine.websocket.WebSocketApplication;
 
 /** An application adapter (ASGI or WSGI) with the life cycle the server drives. */
 public interface ServedApplication extends Application {
@@ -9,6 +10,11 @@ public interface ServedApplication extends Application {
 
     /** Starts the Python thread(s); returns once requests can be served, with a word for the startup line. */
     String start();
+
+    /** Where WebSocket upgrades go, or null when the application cannot take them (they get 501). */
+    default WebSocketApplication webSockets() {
+        return null;
+    }
 
     /** After the last request: stops the Python thread(s) (ASGI runs its lifespan shutdown). */
     void stop(long timeoutMillis) throws InterruptedException;

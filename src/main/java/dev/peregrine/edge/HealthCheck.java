@@ -11,41 +11,34 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * Answers --health-check-path in the server, in front of the application, so that a probe neither
+ * The first stage of the edge chain: answers --health-check-path in the server, so that a probe neither
  * waits for nor loads the Python thread. A worker accepts connections only once its application is
  * imported and its lifespan startup is complete, so being answered at all means ready; from the
  * moment the worker starts to shut down (including --drain-delay) the answer is 503, so that load
  * balancers stop sending before connections are refused.
  */
-public final class HealthCheck implements Application {
+final class HealthCheck implements EdgeStage {
     private static final byte[] OK = "OK\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] DRAINING = "draining\n".getBytes(StandardCharsets.US_ASCII);
 
     private final byte[] path;
-    private final Application application;
     private volatile boolean failing;
 
-    public HealthCheck(String path, Application application) {
+    HealthCheck(String path) {
         this.path = path.getBytes(StandardCharsets.UTF_8);
-        this.application = application;
     }
 
     /** From now on the check answers 503. */
-    public void fail() {
+    void fail() {
         failing = true;
     }
 
     @Override
-    public dev.peregrine.websocket.WebSocketApplication webSockets() {
-        return application.webSockets();
-    }
-
-    @Override
-    public void dispatch(HttpExchange exchange) {
+    public void handle(HttpExchange exchange, Application next) {
         HttpRequestHead head = exchange.head();
         int start = head.pathStart();
         if (head.pathLength() != path.length || !Arrays.equals(head.bytes(), start, start + path.length, path, 0, path.length)) {
-            application.dispatch(exchange);
+            next.dispatch(exchange);
             return;
         }
         boolean up = !failing;

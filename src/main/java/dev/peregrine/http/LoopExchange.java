@@ -31,12 +31,26 @@ public abstract class LoopExchange implements HttpExchange {
     /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
     private InetSocketAddress client;
     private String scheme;
+    /** When the request's head began to arrive ({@link System#nanoTime}): what its duration is measured from. */
+    private final long startNanos;
+    /** Index in the head of the X-Request-ID header the response echoes (--request-id), or -1. */
+    protected int requestIdHeader = -1;
 
-    protected LoopExchange(Channel channel, InetSocketAddress client, String scheme) {
+    protected LoopExchange(Channel channel, InetSocketAddress client, String scheme, long startNanos) {
         this.channel = channel;
         this.executor = channel.eventLoop();
         this.client = client;
         this.scheme = scheme;
+        this.startNanos = startNanos;
+    }
+
+    public final long startNanos() {
+        return startNanos;
+    }
+
+    /** The response carries the value of the request's header {@code header} as its X-Request-ID. */
+    public final void echoRequestId(int header) {
+        requestIdHeader = header;
     }
 
     @Override

@@ -24,7 +24,6 @@ public abstract class StreamExchange<P> extends LoopExchange {
     private final HttpRequestHead head;
     /** The metrics' protocol (MetricsLayout.HTTP_2, HTTP_3). */
     private final int protocol;
-    private final long startNanos = System.nanoTime();
     private final ArrayDeque<P> pending = new ArrayDeque<>(2);
     private boolean demanded;
     /** The client has sent the whole request. */
@@ -39,16 +38,13 @@ public abstract class StreamExchange<P> extends LoopExchange {
     private long bytesSent;
     /** Bytes of the declared content-length not yet sent, or -1. */
     private long lengthLeft = -1;
-    /** The X-Request-ID to echo, or null. */
-    protected AsciiString requestId;
     /** When the client last sent body (or the stream began). */
     private long lastData = System.nanoTime();
 
-    protected StreamExchange(Channel channel, InetSocketAddress client, HttpSettings settings, Connections connections,
-                             HttpRequestHead head, int protocol) {
-        super(channel, client, settings.scheme());
-        this.settings = settings;
-        this.connections = connections;
+    protected StreamExchange(Channel channel, InetSocketAddress client, RequestCore core, HttpRequestHead head, int protocol) {
+        super(channel, client, core.settings().scheme(), System.nanoTime());
+        this.settings = core.settings();
+        this.connections = core.connections();
         this.head = head;
         this.protocol = protocol;
     }
@@ -58,9 +54,10 @@ public abstract class StreamExchange<P> extends LoopExchange {
         return head;
     }
 
-    /** Echoes the value of the request's header {@code header} as the response's X-Request-ID (--request-id). */
-    public final void echoRequestId(int header) {
-        requestId = new AsciiString(head.bytes(), head.valueStart(header), head.valueLength(header), true);
+    /** The X-Request-ID the response echoes, or null. */
+    protected final AsciiString requestId() {
+        if (requestIdHeader < 0) return null;
+        return new AsciiString(head.bytes(), head.valueStart(requestIdHeader), head.valueLength(requestIdHeader), true);
     }
 
     // ---- the transport's part
@@ -94,8 +91,8 @@ public abstract class StreamExchange<P> extends LoopExchange {
     /** After a complete response, tells a client still sending a body nobody will read to stop. */
     protected abstract void stopBody();
 
-    /** Sends the refusal {@code status} as the whole response (nothing was answered yet). */
-    protected abstract void refuse(int status, String reason);
+    /** Sends the refusal as the whole response (nothing was answered yet), and records it ({@link RequestCore#refused}). */
+    protected abstract void refuse(Refusal refusal);
 
     /**
      * Resets the stream of a response that cannot be completed: {@code refused}, the server refused the
@@ -182,7 +179,7 @@ public abstract class StreamExchange<P> extends LoopExchange {
         boolean answered = headSent;
         cut();
         if (answered) reset(true);
-        else refuse(status, reason);
+        else refuse(Refusal.of(status, reason));
     }
 
     // ---- the response
@@ -239,8 +236,8 @@ public abstract class StreamExchange<P> extends LoopExchange {
     private void finish() {
         done = true;
         connections.requestEnded();
-        connections.metrics().requestFinished(head.method(), protocol, status, startNanos, bodyReceived, bytesSent);
-        if (settings.accessLog() != null) settings.accessLog().log(this, status, bytesSent, startNanos);
+        connections.metrics().requestFinished(head.method(), protocol, status, startNanos(), bodyReceived, bytesSent);
+        if (settings.accessLog() != null) settings.accessLog().log(this, status, bytesSent, startNanos());
         P piece;
         while ((piece = pending.poll()) != null) discard(piece);
         if (!requestEnded) stopBody();

@@ -1,22 +1,17 @@
 package dev.peregrine.http1;
 
-import dev.peregrine.http.RequestHead;
-import dev.peregrine.http.AddedHeaders;
-import dev.peregrine.http.Application;
-import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.Connections;
+import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.LoopExchange;
-import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.RequestCore;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
-import dev.peregrine.http.ForwardedHeaders;
-import dev.peregrine.http.Connections;
-import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -26,9 +21,6 @@ import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
-import java.time.Instant;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -41,8 +33,6 @@ import java.util.concurrent.TimeUnit;
  * application asked for body, or (while a response is being produced) to notice the client leaving.
  */
 public final class Http1Connection extends ChannelInboundHandlerAdapter {
-    /** Unread body smaller than this that is already buffered is skipped to keep the connection. */
-    private static final int SKIPPABLE_BODY = 64 * 1024;
     /** How much pipelined input is buffered while a response is produced before reading pauses. */
     private static final int READ_AHEAD = 64 * 1024;
 
@@ -50,11 +40,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     /** UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile. */
-    private enum State { HEAD, BODY, RESPONDING, UPGRADING, CLOSED }
+    enum State { HEAD, BODY, RESPONDING, UPGRADING, CLOSED }
 
+    private final RequestCore core;
     private final HttpSettings settings;
-    private final Application application;
-    private final Connections connections;
+    /** Where WebSocket upgrades go; null when they are refused (WSGI, --no-websockets). */
+    private final WebSocketApplication webSockets;
     private final RequestMetrics metrics;
     private final RequestHeadParser parser;
     /** The Strict-Transport-Security line of every response, or null. */
@@ -63,10 +54,11 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
 
-    private ChannelHandlerContext ctx;
-    private ByteBuf input = Unpooled.EMPTY_BUFFER;
-    private State state = State.HEAD;
-    private Exchange current;
+    // The exchange of the current request reads and moves these too (Http1Exchange).
+    ChannelHandlerContext ctx;
+    ByteBuf input = Unpooled.EMPTY_BUFFER;
+    State state = State.HEAD;
+    Http1Exchange current;
     private WebSocketConnection upgrading;
     private boolean readPending;
     private long lastProgress;
@@ -77,14 +69,20 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private InetSocketAddress peer;
     private boolean peerIsTrustedProxy;
 
-    public Http1Connection(HttpSettings settings, Application application, Connections connections) {
-        this.settings = settings;
-        this.application = application;
-        this.connections = connections;
-        this.metrics = connections.metrics();
-        this.parser = new RequestHeadParser(settings.maxHeadSize(), AddedHeaders.spareBytes(settings), AddedHeaders.spareHeaders(settings));
+    public Http1Connection(RequestCore core, WebSocketApplication webSockets) {
+        this.core = core;
+        this.settings = core.settings();
+        this.webSockets = settings.webSocket() == null ? null : webSockets;
+        this.metrics = core.metrics();
+        this.parser = new RequestHeadParser(settings.maxHeadSize(), core.spareBytes(), core.spareHeaders());
         this.tlsHeaders = settings.tlsHeaders();
     }
+
+    RequestCore core() { return core; }
+    HttpSettings settings() { return settings; }
+
+    /** Responses close their connections: this one, or the whole server, drains. */
+    boolean draining() { return draining || core.connections().draining(); }
 
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
@@ -133,7 +131,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         state = State.CLOSED;
         if (timer != null) timer.cancel(false);
         releaseInput();
-        Exchange exchange = current;
+        Http1Exchange exchange = current;
         current = null;
         if (exchange != null) exchange.cut();
         if (upgrading != null) upgrading.httpClosed();
@@ -183,7 +181,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             try {
                 head = parser.parse(input);
             } catch (HttpParseException e) {
-                refuse(e.status(), e.getMessage());
+                refuse(Refusal.of(e.status(), e.getMessage()), null);
                 return;
             }
             if (head == null) {
@@ -198,36 +196,26 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
     /** Starts an exchange for a parsed head; false when the request was refused instead. */
     private boolean begin(RequestHead head) {
-        if (head.contentLength() > settings.maxBody()) {
-            refuse(413, "request body larger than --max-body", head);
+        Refusal refusal = core.check(head);
+        if (refusal != null) {
+            refuse(refusal, head);
             return false;
         }
         if (head.upgradeWebSocket()) {
-            WebSocketApplication webSockets = settings.webSocket() == null ? null : application.webSockets();
-            if (webSockets == null) {
-                // WSGI or --no-websockets: refuse the upgrade rather than serve it as plain HTTP.
-                refuse(501, "WebSocket is not supported", head);
-            } else {
-                upgrade(head, webSockets);
-            }
+            // WSGI or --no-websockets: refuse the upgrade rather than serve it as plain HTTP.
+            if (webSockets == null) refuse(Refusal.of(501, "WebSocket is not supported"), head);
+            else upgrade(head);
             return false;
         }
-        Exchange exchange = new Exchange(head);
-        if (peerIsTrustedProxy) {
-            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
-            if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
-        }
-        if (settings.requestId()) exchange.requestIdHeader = AddedHeaders.requestId(head);
-        if (settings.requestStartHeader()) AddedHeaders.requestStart(head, headStartedMicros(), peerIsTrustedProxy);
+        Http1Exchange exchange = new Http1Exchange(this, ctx, head, peer, headStarted);
         current = exchange;
         state = State.BODY;
-        connections.requestStarted();
-        application.dispatch(exchange);
+        core.start(exchange, head, peerIsTrustedProxy);
         return true;
     }
 
     /** Hands a WebSocket handshake to the application; the connection stays here until it accepts or denies. */
-    private void upgrade(RequestHead head, WebSocketApplication webSockets) {
+    private void upgrade(RequestHead head) {
         state = State.UPGRADING;
         InetSocketAddress client = peer;
         String scheme = settings.scheme();
@@ -236,84 +224,41 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             if (origin != null && origin.client() != null) client = origin.client();
             if (origin != null && origin.scheme() != null) scheme = origin.scheme();
         }
-        upgrading = new WebSocketConnection(new Upgrade(head, client), ctx, head, head.http11() ? "1.1" : "1.0", scheme, client,
-                settings.webSocket(), connections);
+        upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, client, headStarted), ctx, head,
+                head.http11() ? "1.1" : "1.0", scheme, client, settings.webSocket(), core.connections());
         upgrading.begin(webSockets);
     }
 
-    /** The HTTP side of a WebSocket handshake: the denial (or error) response, or the 101 and the hand-over. */
-    private final class Upgrade implements HttpUpgrade {
-        private final RequestHead head;
-        private final InetSocketAddress client;
-
-        Upgrade(RequestHead head, InetSocketAddress client) {
-            this.head = head;
-            this.client = client;
-        }
-
-        private void answered(int status, int bytes) {
-            metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, bytes);
-            if (settings.accessLog() != null) settings.accessLog().log(head, head.http11() ? "1.1" : "1.0", client, status, bytes, headStarted);
-        }
-
-        @Override
-        public void respond(ResponseHead response, ByteBuf body) {
-            // upgrading stays set: the WebSocket side learns of the close, and stops counting the request, in channelInactive.
-            state = State.CLOSED;
-            int size = body == null ? 0 : body.readableBytes();
-            ResponseEncoder.Framing framing = ResponseEncoder.framing(head, response, size);
-            long length = ResponseEncoder.declaredLength(response, size);
-            if (body != null && (framing == ResponseEncoder.Framing.NONE || size == 0)) {
-                body.release();
-                body = null;
-            } else if (body != null && size > length) {
-                body.writerIndex(body.readerIndex() + (int) length);
-            }
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, framing, false, size, -1, tlsHeaders);
-            int sent = out.readableBytes() + (body == null ? 0 : body.readableBytes());
-            answered(response.status(), sent);
-            if (body != null) ctx.write(out);
-            ctx.writeAndFlush(body != null ? body : out).addListener(ChannelFutureListener.CLOSE);
-        }
-
-        @Override
-        public ByteBuf switchProtocols(ResponseHead response) {
-            upgrading = null;
-            state = State.CLOSED;
-            if (timer != null) timer.cancel(false);
-            ByteBuf out = ResponseEncoder.head(ctx.alloc(), head, response, ResponseEncoder.Framing.NONE, true, -1, -1, tlsHeaders);
-            answered(101, out.readableBytes());
-            ctx.writeAndFlush(out);
-            ByteBuf early = input;
-            input = Unpooled.EMPTY_BUFFER;
-            ctx.pipeline().remove(Http1Connection.this);
-            return early;
-        }
+    /** The handshake was answered without an upgrade: the response closes the connection. */
+    void upgradeAnswered() {
+        // upgrading stays set: the WebSocket side learns of the close, and stops counting the request, in channelInactive.
+        state = State.CLOSED;
     }
 
-    /** Wall-clock time when the first byte of the current head arrived, in microseconds since the epoch. */
-    private long headStartedMicros() {
-        Instant now = Instant.now();
-        long nowMicros = now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
-        return nowMicros - Math.max(0, (System.nanoTime() - headStarted) / 1000);
+    /** The 101 is written: the WebSocket codec takes the channel over, with whatever the client sent after its handshake. */
+    ByteBuf handOver() {
+        upgrading = null;
+        state = State.CLOSED;
+        if (timer != null) timer.cancel(false);
+        ByteBuf early = input;
+        input = Unpooled.EMPTY_BUFFER;
+        ctx.pipeline().remove(this);
+        return early;
     }
 
     private static InetSocketAddress inet(SocketAddress address) {
         return address instanceof InetSocketAddress inet ? inet : null;
     }
 
-    /** Answers a request the server itself rejects, and closes: after a framing error nothing that follows can be trusted. */
-    private void refuse(int status, String reason) {
-        refuse(status, reason, null);
-    }
-
-    /** @param head the request refused, when it was parsed: its method and version are counted */
-    private void refuse(int status, String reason, RequestHead head) {
+    /**
+     * Answers a request the server itself rejects, and closes: after a framing error nothing that follows
+     * can be trusted. {@code head}: the request refused, when it was parsed (its method and version are counted).
+     */
+    void refuse(Refusal refusal, RequestHead head) {
         state = State.CLOSED;
         input.skipBytes(input.readableBytes());
-        ByteBuf out = ResponseEncoder.simple(ctx.alloc(), status, reason);
-        if (head == null) metrics.requestFinished(null, MetricsLayout.HTTP_1_1, status, headStarted, 0, out.readableBytes());
-        else metrics.requestFinished(head.method(), protocol(head), status, headStarted, 0, out.readableBytes());
+        ByteBuf out = ResponseEncoder.refusal(ctx.alloc(), refusal);
+        core.refused(head, head == null ? MetricsLayout.HTTP_1_1 : protocol(head), refusal.status(), headStarted, out.readableBytes());
         ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
     }
 
@@ -323,12 +268,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         input = Unpooled.EMPTY_BUFFER;
     }
 
-    private ChunkedDecoder chunkedDecoder() {
+    ChunkedDecoder chunkedDecoder() {
         if (chunkedDecoder == null) chunkedDecoder = new ChunkedDecoder(4096, 8192);
         return chunkedDecoder;
     }
 
-    private void read() {
+    void read() {
         if (!readPending && state != State.CLOSED) {
             readPending = true;
             ctx.read();
@@ -336,16 +281,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     }
 
     /** While a response is produced, keep one read outstanding so that a client that leaves is noticed. */
-    private void readAheadForClose() {
+    void readAheadForClose() {
         if (input.readableBytes() < READ_AHEAD) read();
     }
 
     /** Called when the response of {@code exchange} is complete: log, then serve the next request or close. */
-    private void finished(Exchange exchange, boolean keepAlive) {
-        connections.requestEnded();
-        metrics.requestFinished(exchange.method(), protocol(exchange.head), exchange.status, exchange.startNanos,
-                exchange.bodyReceived, exchange.bytesSent);
-        if (settings.accessLog() != null) settings.accessLog().log(exchange, exchange.status, exchange.bytesSent, exchange.startNanos);
+    void finished(Http1Exchange exchange, boolean keepAlive) {
+        core.connections().requestEnded();
+        metrics.requestFinished(exchange.requestHead().method(), protocol(exchange.requestHead()), exchange.status(), exchange.startNanos(),
+                exchange.bodyReceived(), exchange.bytesSent());
+        if (settings.accessLog() != null) settings.accessLog().log(exchange, exchange.status(), exchange.bytesSent(), exchange.startNanos());
         if (current != exchange) return;
         current = null;
         if (!keepAlive || draining || !exchange.discardUnreadBody()) {
@@ -366,7 +311,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         }
     }
 
-    private static int protocol(RequestHead head) {
+    static int protocol(RequestHead head) {
         return head.http11() ? MetricsLayout.HTTP_1_1 : MetricsLayout.HTTP_1_0;
     }
 
@@ -409,235 +354,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
 
     /** A request stalled mid-message: 408 if nothing was answered yet, and close either way. */
     private void timedOut() {
-        Exchange exchange = current;
-        if (exchange != null && exchange.headSent) {
+        Http1Exchange exchange = current;
+        if (exchange != null && exchange.headSent()) {
             state = State.CLOSED;
             ctx.close();
             return;
         }
-        refuse(408, "request timed out", exchange == null ? null : exchange.head);
+        refuse(Refusal.of(408, "request timed out"), exchange == null ? null : exchange.requestHead());
         if (exchange != null) {
             current = null;
             exchange.cut();
-        }
-    }
-
-    /** The transport side of one request. */
-    final class Exchange extends LoopExchange {
-        private final RequestHead head;
-        private final long startNanos = System.nanoTime();
-        private boolean demanded;
-        private boolean bodyEnded;
-        private boolean endDelivered;
-        private long bodyRemaining;
-        private long bodyReceived;
-        private boolean continueSent;
-        private boolean done;
-        // Response state, touched only on the I/O thread.
-        private boolean headSent;
-        private int status;
-        private long bytesSent;
-        private ResponseEncoder.Framing framing;
-        private boolean keepAlive;
-        /** Index in the head of the X-Request-ID header echoed on the response, or -1. */
-        private int requestIdHeader = -1;
-
-        Exchange(RequestHead head) {
-            super(ctx.channel(), peer, settings.scheme());
-            this.head = head;
-            this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
-            this.bodyEnded = !head.chunked() && bodyRemaining == 0;
-        }
-
-        @Override public HttpRequestHead head() { return head; }
-        @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
-
-        public String method() { return head.method(); }
-
-        @Override
-        public void demand() {
-            onLoop(this::demandOnLoop);
-        }
-
-        private void demandOnLoop() {
-            if (disconnected() || current != this) return;
-            demanded = true;
-            if (state == State.BODY) pump();
-        }
-
-        boolean waitingForClient() {
-            return demanded && !bodyEnded;
-        }
-
-        /** Delivers buffered body to the receiver while it has asked for some; reads when it needs more. */
-        void pump() {
-            while (demanded && receiver() != null && current == this) {
-                if (bodyEnded) {
-                    if (!endDelivered) {
-                        endDelivered = true;
-                        demanded = false;
-                        state = State.RESPONDING;
-                        receiver().onBodyEnd();
-                        readAheadForClose();
-                    }
-                    return;
-                }
-                if (head.expectContinue() && !continueSent && head.http11()) {
-                    continueSent = true;
-                    ctx.writeAndFlush(ResponseEncoder.continueResponse());
-                }
-                if (!input.isReadable()) {
-                    read();
-                    return;
-                }
-                ByteBuf data;
-                if (head.chunked()) {
-                    List<ByteBuf> pieces = new ArrayList<>(2);
-                    try {
-                        bodyEnded = chunkedDecoder().decode(input, pieces);
-                    } catch (HttpParseException e) {
-                        pieces.forEach(ByteBuf::release);
-                        bodyError(e.status(), e.getMessage());
-                        return;
-                    }
-                    if (pieces.isEmpty()) continue;
-                    data = pieces.size() == 1 ? pieces.get(0) : ctx.alloc().compositeBuffer(pieces.size()).addComponents(true, pieces);
-                } else {
-                    int n = (int) Math.min(bodyRemaining, input.readableBytes());
-                    data = input.readRetainedSlice(n);
-                    bodyRemaining -= n;
-                    bodyEnded = bodyRemaining == 0;
-                }
-                bodyReceived += data.readableBytes();
-                if (bodyReceived > settings.maxBody()) {
-                    data.release();
-                    bodyError(413, "request body larger than --max-body");
-                    return;
-                }
-                demanded = false;
-                receiver().onBody(data);
-            }
-        }
-
-        /** The body broke its framing or its limit: answer it ourselves if we still can, and close. */
-        private void bodyError(int status, String reason) {
-            boolean answered = headSent;
-            current = null;
-            cut();
-            if (answered) {
-                state = State.CLOSED;
-                ctx.close();
-            } else {
-                refuse(status, reason, head);
-            }
-        }
-
-        @Override
-        protected void onCut() {
-            if (!done) {
-                done = true;
-                connections.requestEnded();
-            }
-        }
-
-        /**
-         * After the response, the part of the body the application did not read is still on the wire.
-         * Skips it when it is small and already here; false when the connection must close instead.
-         */
-        boolean discardUnreadBody() {
-            if (bodyEnded) return true;
-            if (head.chunked()) {
-                List<ByteBuf> pieces = new ArrayList<>();
-                try {
-                    boolean complete = chunkedDecoder().decode(input, pieces);
-                    return complete;
-                } catch (HttpParseException e) {
-                    return false;
-                } finally {
-                    pieces.forEach(ByteBuf::release);
-                }
-            }
-            if (bodyRemaining <= SKIPPABLE_BODY && input.readableBytes() >= bodyRemaining) {
-                input.skipBytes((int) bodyRemaining);
-                return true;
-            }
-            return false;
-        }
-
-        @Override
-        protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
-            if (disconnected() || done) {
-                if (body != null) body.release();
-                return;
-            }
-            ByteBufAllocator alloc = ctx.alloc();
-            ByteBuf out;
-            if (responseHead != null) {
-                status = responseHead.status();
-                framing = ResponseEncoder.framing(head, responseHead, last ? size : -1);
-                lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
-                keepAlive = head.keepAlive() && !responseHead.connectionClose() && !draining && !connections.draining()
-                        && framing != ResponseEncoder.Framing.UNTIL_CLOSE && settings.keepAliveMillis() > 0;
-                out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader, tlsHeaders);
-                headSent = true;
-            } else {
-                out = null;
-            }
-            ByteBuf framed = body == null ? null : framing.frame(alloc, body, this);
-            if (framed != null) bytesSent += framed.readableBytes();
-            if (last) {
-                ByteBuf trailer = framing.end(alloc, this);
-                if (framing.incomplete(this)) keepAlive = false; // fewer bytes than the declared Content-Length
-                out = append(alloc, out, framed);
-                out = append(alloc, out, trailer);
-                done = true;
-                boolean reuse = keepAlive;
-                if (out != null) ctx.writeAndFlush(out);
-                else ctx.flush();
-                finished(this, reuse);
-            } else {
-                out = append(alloc, out, framed);
-                if (out != null) ctx.writeAndFlush(out);
-            }
-        }
-
-        private ByteBuf append(ByteBufAllocator alloc, ByteBuf first, ByteBuf second) {
-            if (first == null) return second;
-            if (second == null) return first;
-            return alloc.compositeDirectBuffer(2).addComponents(true, first, second);
-        }
-
-        /** Bytes of the declared Content-Length not yet sent; maintained by the framing. */
-        long lengthLeft;
-
-        @Override
-        public void abort() {
-            onLoop(this::abortOnLoop);
-        }
-
-        private void abortOnLoop() {
-            if (done && current != this) return;
-            boolean wasCurrent = current == this;
-            cut();
-            if (wasCurrent) {
-                current = null;
-                state = State.CLOSED;
-                ctx.close();
-            }
-        }
-
-        @Override
-        public boolean writable() {
-            return fewQueued() && ctx.channel().isWritable();
-        }
-
-        @Override
-        protected boolean acceptsMore() {
-            return disconnected() || ctx.channel().isWritable();
-        }
-
-        void writableAgain() {
-            runWritableTasks();
         }
     }
 }

@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
@@ -61,14 +62,14 @@ final class ResponseEncoder {
     enum Framing {
         /** No body may be sent (HEAD, 1xx, 204, 304): anything the application gives is dropped. */
         NONE {
-            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Connection.Exchange exchange) {
+            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Exchange exchange) {
                 body.release();
                 return null;
             }
         },
         /** Content-Length, declared by the application or computed: never more bytes than it says. */
         LENGTH {
-            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Connection.Exchange exchange) {
+            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Exchange exchange) {
                 long left = exchange.lengthLeft;
                 if (body.readableBytes() > left) body.writerIndex(body.readerIndex() + (int) left);
                 exchange.lengthLeft = left - body.readableBytes();
@@ -79,12 +80,12 @@ final class ResponseEncoder {
                 return body;
             }
 
-            @Override boolean incomplete(Http1Connection.Exchange exchange) {
+            @Override boolean incomplete(Http1Exchange exchange) {
                 return exchange.lengthLeft > 0;
             }
         },
         CHUNKED {
-            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Connection.Exchange exchange) {
+            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Exchange exchange) {
                 int n = body.readableBytes();
                 if (n == 0) {
                     body.release();
@@ -97,24 +98,24 @@ final class ResponseEncoder {
                 return alloc.compositeDirectBuffer(3).addComponents(true, size, body, end);
             }
 
-            @Override ByteBuf end(ByteBufAllocator alloc, Http1Connection.Exchange exchange) {
+            @Override ByteBuf end(ByteBufAllocator alloc, Http1Exchange exchange) {
                 return Unpooled.wrappedBuffer(LAST_CHUNK);
             }
         },
         /** An HTTP/1.0 client and no length known: the end of the body is the end of the connection. */
         UNTIL_CLOSE {
-            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Connection.Exchange exchange) {
+            @Override ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Exchange exchange) {
                 return body;
             }
         };
 
-        abstract ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Connection.Exchange exchange);
+        abstract ByteBuf frame(ByteBufAllocator alloc, ByteBuf body, Http1Exchange exchange);
 
-        ByteBuf end(ByteBufAllocator alloc, Http1Connection.Exchange exchange) {
+        ByteBuf end(ByteBufAllocator alloc, Http1Exchange exchange) {
             return null;
         }
 
-        boolean incomplete(Http1Connection.Exchange exchange) {
+        boolean incomplete(Http1Exchange exchange) {
             return false;
         }
     }
@@ -172,11 +173,10 @@ final class ResponseEncoder {
     }
 
     /** A short plain-text response the server gives by itself (400, 408, 413, 431, 500, 501, ...), closing the connection. */
-    static ByteBuf simple(ByteBufAllocator alloc, int status, String detail) {
-        String body = StatusReasons.reason(status) + (detail == null || detail.isEmpty() ? "" : ": " + detail) + "\n";
-        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+    static ByteBuf refusal(ByteBufAllocator alloc, Refusal refusal) {
+        byte[] bytes = refusal.body();
         ByteBuf out = alloc.directBuffer(160 + bytes.length);
-        out.writeBytes(STATUS_LINES[status]);
+        out.writeBytes(STATUS_LINES[refusal.status()]);
         out.writeBytes(SERVER);
         out.writeBytes(dateLine());
         ByteBufUtil.writeAscii(out, "content-type: text/plain; charset=utf-8\r\ncontent-length: " + bytes.length + "\r\n");

@@ -2,19 +2,16 @@ package dev.peregrine.http2;
 
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.FieldListResponses;
-import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.TlsResponseHeaders;
-import dev.peregrine.http.AddedHeaders;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
-import dev.peregrine.ops.metrics.RequestMetrics;
-import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -40,8 +37,6 @@ import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -60,10 +55,9 @@ import java.util.concurrent.TimeUnit;
 final class Http2Connection extends ChannelDuplexHandler {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
 
+    private final RequestCore core;
     private final HttpSettings settings;
-    private final Application application;
     private final Connections connections;
-    private final RequestMetrics metrics;
     private final IntObjectHashMap<Exchange> streams = new IntObjectHashMap<>();
     private final int spareBytes;
     private final int spareHeaders;
@@ -77,13 +71,12 @@ final class Http2Connection extends ChannelDuplexHandler {
     private ScheduledFuture<?> timer;
     private boolean closed;
 
-    Http2Connection(HttpSettings settings, Application application, Connections connections) {
-        this.settings = settings;
-        this.application = application;
-        this.connections = connections;
-        this.metrics = connections.metrics();
-        this.spareBytes = AddedHeaders.spareBytes(settings);
-        this.spareHeaders = AddedHeaders.spareHeaders(settings);
+    Http2Connection(RequestCore core) {
+        this.core = core;
+        this.settings = core.settings();
+        this.connections = core.connections();
+        this.spareBytes = core.spareBytes();
+        this.spareHeaders = core.spareHeaders();
         this.tlsHeaders = settings.tlsHeaders();
     }
 
@@ -189,21 +182,15 @@ final class Http2Connection extends ChannelDuplexHandler {
             ctx.write(new DefaultHttp2ResetFrame(Http2Error.PROTOCOL_ERROR).stream(stream));
             return;
         }
-        if (head.contentLength() > settings.maxBody()) {
-            refuse(stream, head, 413, "request body larger than --max-body");
+        Refusal refusal = core.check(head);
+        if (refusal != null) {
+            refuse(stream, head, refusal, System.nanoTime());
             return;
         }
         Exchange exchange = new Exchange(stream, head, frame.isEndStream());
-        if (peerIsTrustedProxy) {
-            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
-            if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
-        }
-        if (settings.requestId()) exchange.echoRequestId(AddedHeaders.requestId(head));
-        if (settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), peerIsTrustedProxy);
         streams.put(stream.id(), exchange);
         exchange.windowChanged(); // a client may open with a window of 0
-        connections.requestStarted();
-        application.dispatch(exchange);
+        core.start(exchange, head, peerIsTrustedProxy);
     }
 
     private void onData(Http2DataFrame frame) {
@@ -224,17 +211,13 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
     }
 
-    /** A request the server answers itself, without the application. */
-    private void refuse(Http2FrameStream stream, HttpRequestHead head, int status, String reason) {
-        byte[] text = (StatusReasons.reason(status) + ": " + reason + "\n").getBytes(StandardCharsets.UTF_8);
-        ResponseHead response = new ResponseHead(status);
-        response.add("content-type", "text/plain; charset=utf-8");
-        response.add("content-length", Integer.toString(text.length));
-        ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(response, -1, null, tlsHeaders), false).stream(stream));
-        ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(text), true).stream(stream));
+    /** A request the server answers itself, without the application; {@code startNanos}: when its head arrived. */
+    private void refuse(Http2FrameStream stream, HttpRequestHead head, Refusal refusal, long startNanos) {
+        ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(refusal.head(), -1, null, tlsHeaders), false).stream(stream));
+        ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(refusal.body()), true).stream(stream));
         stopBody(stream, last);
         ctx.flush();
-        metrics.requestFinished(head.method(), MetricsLayout.HTTP_2, status, System.nanoTime(), 0, text.length);
+        core.refused(head, MetricsLayout.HTTP_2, refusal.status(), startNanos, refusal.body().length);
     }
 
     /**
@@ -249,11 +232,6 @@ final class Http2Connection extends ChannelDuplexHandler {
                 ctx.writeAndFlush(new DefaultHttp2ResetFrame(Http2Error.NO_ERROR).stream(stream));
             }
         });
-    }
-
-    private long epochMicros() {
-        Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
     }
 
     // ---- timeouts: a connection without streams is closed (with GOAWAY) after --keep-alive; a stream whose
@@ -288,7 +266,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         private ChannelFuture lastFrame;
 
         Exchange(Http2FrameStream stream, RequestHead head, boolean requestEnded) {
-            super(ctx.channel(), peer, Http2Connection.this.settings, Http2Connection.this.connections, head, MetricsLayout.HTTP_2);
+            super(ctx.channel(), peer, core, head, MetricsLayout.HTTP_2);
             this.stream = stream;
             this.requestEnded = requestEnded;
         }
@@ -323,7 +301,7 @@ final class Http2Connection extends ChannelDuplexHandler {
 
         @Override
         protected boolean writeHead(ResponseHead response, long completeSize, boolean endStream) {
-            lastFrame = ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(response, completeSize, requestId, tlsHeaders), endStream)
+            lastFrame = ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(response, completeSize, requestId(), tlsHeaders), endStream)
                     .stream(stream));
             if (endStream) ctx.flush();
             return endStream;
@@ -357,8 +335,8 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
 
         @Override
-        protected void refuse(int status, String reason) {
-            Http2Connection.this.refuse(stream, head(), status, reason);
+        protected void refuse(Refusal refusal) {
+            Http2Connection.this.refuse(stream, head(), refusal, startNanos());
         }
 
         @Override

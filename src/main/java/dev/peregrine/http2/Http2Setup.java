@@ -1,8 +1,7 @@
 package dev.peregrine.http2;
 
-import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.Connections;
+import dev.peregrine.http.RequestCore;
 import io.netty.channel.ChannelPipeline;
 import io.netty.handler.codec.http2.Http2FrameCodec;
 import io.netty.handler.codec.http2.Http2FrameCodecBuilder;
@@ -28,8 +27,8 @@ public final class Http2Setup {
 
     private Http2Setup() {}
 
-    public static void configure(ChannelPipeline pipeline, HttpSettings settings, Application application, Connections connections) {
-        pipeline.addLast(codec(settings), new Http2Connection(settings, application, connections));
+    public static void configure(ChannelPipeline pipeline, RequestCore core) {
+        pipeline.addLast(codec(core.settings()), new Http2Connection(core));
     }
 
     static Http2FrameCodec codec(HttpSettings settings) {

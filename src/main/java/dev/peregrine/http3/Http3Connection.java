@@ -1,8 +1,7 @@
 package dev.peregrine.http3;
 
-import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.AddedHeaders;
+import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.Connections;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
@@ -32,8 +31,8 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     /** How long a draining connection without requests stays open, for a request already on its way. */
     private static final long DRAIN_IDLE_MILLIS = 250;
 
+    final RequestCore core;
     final HttpSettings settings;
-    final Application application;
     final Connections connections;
     final int spareBytes;
     final int spareHeaders;
@@ -51,12 +50,12 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     private boolean draining;
     private boolean closed;
 
-    Http3Connection(HttpSettings settings, Application application, Connections connections) {
-        this.settings = settings;
-        this.application = application;
-        this.connections = connections;
-        this.spareBytes = AddedHeaders.spareBytes(settings);
-        this.spareHeaders = AddedHeaders.spareHeaders(settings);
+    Http3Connection(RequestCore core) {
+        this.core = core;
+        this.settings = core.settings();
+        this.connections = core.connections();
+        this.spareBytes = core.spareBytes();
+        this.spareHeaders = core.spareHeaders();
     }
 
     @Override

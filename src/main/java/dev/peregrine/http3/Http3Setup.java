@@ -1,8 +1,7 @@
 package dev.peregrine.http3;
 
-import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.Connections;
+import dev.peregrine.http.RequestCore;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
@@ -49,8 +48,8 @@ public final class Http3Setup {
      * @param engines the TLS engine of each new connection (its certificate), so that a reload of the
      *                certificates reaches new connections
      */
-    public static ChannelHandler quicCodec(Function<QuicChannel, QuicSslEngine> engines, HttpSettings settings,
-                                           Application application, Connections connections) {
+    public static ChannelHandler quicCodec(Function<QuicChannel, QuicSslEngine> engines, RequestCore core) {
+        HttpSettings settings = core.settings();
         return Http3.newQuicServerCodecBuilder()
                 .sslEngineProvider(engines)
                 .maxIdleTimeout(Math.max(TRANSPORT_IDLE_MILLIS, settings.keepAliveMillis()), TimeUnit.MILLISECONDS)
@@ -68,7 +67,7 @@ public final class Http3Setup {
                 .handler(new ChannelInitializer<QuicChannel>() {
                     @Override
                     protected void initChannel(QuicChannel quic) {
-                        Http3Connection connection = new Http3Connection(settings, application, connections);
+                        Http3Connection connection = new Http3Connection(core);
                         quic.pipeline().addLast(
                                 new Http3ServerConnectionHandler(new ChannelInitializer<QuicStreamChannel>() {
                                     @Override

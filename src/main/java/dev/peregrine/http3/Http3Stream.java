@@ -1,15 +1,13 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.Refusal;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.StreamExchange;
-import dev.peregrine.http.AddedHeaders;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.FieldListResponses;
 import dev.peregrine.ops.metrics.MetricsLayout;
-import dev.peregrine.http.ForwardedHeaders;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
@@ -30,8 +28,6 @@ import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.util.AsciiString;
 
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 
 /**
  * One HTTP/3 request stream, after Netty's frame codec and its checks of frame order: one call of the
@@ -94,19 +90,13 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
             return;
         }
-        if (head.contentLength() > connection.settings.maxBody()) {
-            refuse(head, 413, "request body larger than --max-body");
+        Refusal refusal = connection.core.check(head);
+        if (refusal != null) {
+            refuse(head, refusal, System.nanoTime());
             return;
         }
         exchange = new Exchange(head);
-        if (connection.peerIsTrustedProxy) {
-            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, connection.settings.trustedProxies());
-            if (origin != null) exchange.forwardedAs(origin.client(), origin.scheme());
-        }
-        if (connection.settings.requestId()) exchange.echoRequestId(AddedHeaders.requestId(head));
-        if (connection.settings.requestStartHeader()) AddedHeaders.requestStart(head, epochMicros(), connection.peerIsTrustedProxy);
-        connection.connections.requestStarted();
-        connection.application.dispatch(exchange);
+        connection.core.start(exchange, head, connection.peerIsTrustedProxy);
     }
 
     @Override
@@ -189,18 +179,14 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         if (!inputEnded) channel.shutdownInput(Http3ErrorCode.H3_NO_ERROR.code());
     }
 
-    /** A request the server answers itself, without the application. */
-    private void refuse(HttpRequestHead head, int status, String reason) {
+    /** A request the server answers itself, without the application; {@code startNanos}: when its head arrived. */
+    private void refuse(HttpRequestHead head, Refusal refusal, long startNanos) {
         finished = true;
-        byte[] text = (StatusReasons.reason(status) + ": " + reason + "\n").getBytes(StandardCharsets.UTF_8);
-        ResponseHead response = new ResponseHead(status);
-        response.add("content-type", "text/plain; charset=utf-8");
-        response.add("content-length", Integer.toString(text.length));
-        ctx.write(new DefaultHttp3HeadersFrame(headers(response, -1, null)));
-        ctx.writeAndFlush(new DefaultHttp3DataFrame(Unpooled.wrappedBuffer(text))).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
+        ctx.write(new DefaultHttp3HeadersFrame(headers(refusal.head(), -1, null)));
+        ctx.writeAndFlush(new DefaultHttp3DataFrame(Unpooled.wrappedBuffer(refusal.body()))).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
         stopBody();
         connection.ended(this);
-        connection.connections.metrics().requestFinished(head.method(), MetricsLayout.HTTP_3, status, System.nanoTime(), 0, text.length);
+        connection.core.refused(head, MetricsLayout.HTTP_3, refusal.status(), startNanos, refusal.body().length);
     }
 
     private Http3Headers headers(ResponseHead response, long completeSize, AsciiString requestId) {
@@ -209,10 +195,6 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         return FieldListResponses.fill(headers, response, completeSize, requestId, connection.settings.tlsHeaders());
     }
 
-    private static long epochMicros() {
-        Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000 + now.getNano() / 1000;
-    }
 
     /** The transport side of the stream's request. */
     final class Exchange extends StreamExchange<ByteBuf> {
@@ -231,7 +213,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         private ChannelFuture lastWrite;
 
         Exchange(RequestHead head) {
-            super(channel, connection.peer, connection.settings, connection.connections, head, MetricsLayout.HTTP_3);
+            super(channel, connection.peer, connection.core, head, MetricsLayout.HTTP_3);
         }
 
         @Override public String httpVersion() { return "3"; }
@@ -256,7 +238,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         @Override
         protected boolean writeHead(ResponseHead response, long completeSize, boolean endStream) {
             // The stream's end is a FIN after the head: it is written by writeEnd.
-            lastWrite = ctx.write(new DefaultHttp3HeadersFrame(headers(response, completeSize, requestId))).addListener(cutOnFailure);
+            lastWrite = ctx.write(new DefaultHttp3HeadersFrame(headers(response, completeSize, requestId()))).addListener(cutOnFailure);
             return false;
         }
 
@@ -283,8 +265,8 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         }
 
         @Override
-        protected void refuse(int status, String reason) {
-            Http3Stream.this.refuse(head(), status, reason);
+        protected void refuse(Refusal refusal) {
+            Http3Stream.this.refuse(head(), refusal, startNanos());
         }
 
         @Override

@@ -9,7 +9,8 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http.Connections;
 import dev.peregrine.ops.AccessLog;
-import dev.peregrine.edge.HealthCheck;
+import dev.peregrine.edge.EdgeChain;
+import dev.peregrine.http.RequestCore;
 import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInstall;
@@ -17,6 +18,7 @@ import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.http3.Http3Setup;
 import dev.peregrine.tls.HttpsRedirect;
 import dev.peregrine.tls.TlsContexts;
+import dev.peregrine.workers.Listeners;
 import dev.peregrine.workers.SupervisorLink;
 import dev.peregrine.wsgi.WsgiApplication;
 import io.netty.bootstrap.ServerBootstrap;
@@ -126,7 +128,8 @@ public final class WorkerServer {
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
         HttpSettings http = httpSettings(settings);
-        HealthCheck health = settings.edge().healthCheckPath() == null ? null : new HealthCheck(settings.edge().healthCheckPath(), application);
+        EdgeChain edge = new EdgeChain(settings.edge(), application);
+        RequestCore core = new RequestCore(http, connections, edge.entry());
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
@@ -134,7 +137,7 @@ public final class WorkerServer {
                 .group(acceptors, workers)
                 .childOption(ChannelOption.AUTO_READ, false)
                 .childHandler(new ConnectionInitializer(
-                        new Protocols(http, health != null ? health : application, connections, settings.protocols().http2(), settings.protocols().http2Only()),
+                        new Protocols(core, application.webSockets(), settings.protocols().http2(), settings.protocols().http2Only()),
                         connections, tls, handshakeTimeout()));
         if (settings.listen().unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
         // HTTP/3 first: once the TCP port answers (what readiness probes and tests watch), QUIC does too.
@@ -142,7 +145,7 @@ public final class WorkerServer {
         if (settings.protocols().http3()) {
             try {
                 quic = Http3Setup.bind(workers, settings.listen().host(), settings.protocols().quicPort(), SupervisorLink.supervised(),
-                        Http3Setup.quicCodec(tls.quicEngines(), http, health != null ? health : application, connections));
+                        Http3Setup.quicCodec(tls.quicEngines(), core));
             } catch (Exception e) {
                 System.err.println("peregrine: cannot listen on udp " + settings.listen().host() + ":" + settings.protocols().quicPort() + " (--http3): " + e.getMessage());
                 return failStart(application, acceptors, workers);
@@ -185,14 +188,14 @@ public final class WorkerServer {
         }
         Stop stop = awaitStop();
         if (stop == Stop.AFTER_DELAY && settings.workers().drainDelayMillis() > 0) {
-            if (health != null) health.fail();
+            edge.failHealthCheck();
             LOG.infof("Draining in %d ms: the health check fails from now on, requests are still served", settings.workers().drainDelayMillis());
             // A second signal, or the supervisor, cuts the delay short.
             pollStop(settings.workers().drainDelayMillis());
         }
 
         LOG.info("Shutting down: finishing requests in flight");
-        if (health != null) health.fail();
+        edge.failHealthCheck();
         listener.close().syncUninterruptibly();
         if (redirect != null) redirect.close();
         connections.startDraining();

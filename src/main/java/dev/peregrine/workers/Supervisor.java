@@ -2,7 +2,6 @@ package dev.peregrine.workers;
 
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.Version;
-import dev.peregrine.server.Listeners;
 import dev.peregrine.tls.HttpsRedirect;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;

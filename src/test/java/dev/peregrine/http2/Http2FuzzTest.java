@@ -1,5 +1,6 @@
 package dev.peregrine.http2;
 
+import dev.peregrine.http.RequestCore;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.peregrine.http.HttpSettings;
@@ -34,7 +35,7 @@ class Http2FuzzTest {
         byte[] input = data.consumeRemainingAsBytes();
         Connections connections = new Connections(100, RequestMetrics.OFF);
         EmbeddedChannel channel = new EmbeddedChannel();
-        Http2Setup.configure(channel.pipeline(), SETTINGS, new AnsweringApplication(), connections);
+        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()));
         try {
             ByteBuf preface = Http2CodecUtil.connectionPrefaceBuf();
             channel.writeInbound(preface);

@@ -1,5 +1,6 @@
 package dev.peregrine.http3;
 
+import dev.peregrine.http.RequestCore;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.peregrine.http.HttpSettings;
@@ -446,7 +447,7 @@ class Http3FuzzTest {
             QuicSslContext serverTls = QuicSslContextBuilder.forServer(keys.getPrivate(), null, certificate)
                     .applicationProtocols(Http3.supportedApplicationProtocols()).build();
             server = Http3Setup.bind(serverGroup, "127.0.0.1", 0, false,
-                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), settings, new AnsweringApplication(), connections));
+                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication())));
             address = (InetSocketAddress) server.localAddress();
 
             QuicSslContext clientTls = QuicSslContextBuilder.forClient().trustManager(InsecureTrustManagerFactory.INSTANCE)

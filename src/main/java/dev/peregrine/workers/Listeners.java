@@ -1,4 +1,4 @@
-package dev.peregrine.server;
+package dev.peregrine.workers;
 
 import dev.peregrine.config.ServerSettings;
 import io.netty.bootstrap.ServerBootstrap;

@@ -1,0 +1,62 @@
+package dev.peregrine.edge;
+
+import dev.peregrine.config.EdgeSettings;
+import dev.peregrine.http.Application;
+import dev.peregrine.http.HttpExchange;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The seam between the transports and the application: the stages every request passes through, in
+ * one order, written down here and nowhere else. A transport hands each request to {@link #entry()};
+ * the last link is the application adapter (ASGI or WSGI). Without any stage, the entry is the
+ * adapter itself and the chain costs nothing.
+ *
+ * <p>The order, and why:
+ * <ol>
+ *   <li>the health check: a probe is answered before anything could refuse or delay it, and is never
+ *       rate limited;</li>
+ *   <li>the rate limit (to come): a client past its budget costs the server as little as possible;</li>
+ *   <li>static files (to come): answered from disk, never by the application;</li>
+ *   <li>the response cache (to come): a hit is answered without the application, a miss is stored on
+ *       its way out;</li>
+ *   <li>compression (to come), on the way out: it wraps the exchange, so it sees the responses of the
+ *       application and of the stages after it, and the cache stores what the application sent.</li>
+ * </ol>
+ */
+public final class EdgeChain {
+    private final HealthCheck health;
+    private final Application entry;
+
+    public EdgeChain(EdgeSettings settings, Application application) {
+        List<EdgeStage> stages = new ArrayList<>();
+        health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
+        if (health != null) stages.add(health);
+        entry = link(stages, application);
+    }
+
+    /** Where transports hand requests. */
+    public Application entry() {
+        return entry;
+    }
+
+    /** The server drains: from now on the health check answers 503. */
+    public void failHealthCheck() {
+        if (health != null) health.fail();
+    }
+
+    /** The stages, first to last, in front of {@code application}. */
+    static Application link(List<EdgeStage> stages, Application application) {
+        Application next = application;
+        for (int i = stages.size() - 1; i >= 0; i--) next = new Link(stages.get(i), next);
+        return next;
+    }
+
+    private record Link(EdgeStage stage, Application next) implements Application {
+        @Override
+        public void dispatch(HttpExchange exchange) {
+            stage.handle(exchange, next);
+        }
+    }
+}

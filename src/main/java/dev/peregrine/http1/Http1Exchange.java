@@ -1,0 +1,244 @@
+package dev.peregrine.http1;
+
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.LoopExchange;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.RequestHead;
+import dev.peregrine.http.ResponseHead;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelHandlerContext;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The transport side of one request on an HTTP/1.1 connection: its body as the application asks for it,
+ * and its response framed by {@link ResponseEncoder}. Everything runs on the connection's I/O thread
+ * except what {@link LoopExchange} hands over to it.
+ */
+final class Http1Exchange extends LoopExchange {
+    /** Unread body smaller than this that is already buffered is skipped to keep the connection. */
+    private static final int SKIPPABLE_BODY = 64 * 1024;
+
+    private final Http1Connection connection;
+    private final ChannelHandlerContext ctx;
+    private final RequestHead head;
+    private boolean demanded;
+    private boolean bodyEnded;
+    private boolean endDelivered;
+    private long bodyRemaining;
+    private long bodyReceived;
+    private boolean continueSent;
+    private boolean done;
+    // Response state, touched only on the I/O thread.
+    private boolean headSent;
+    private int status;
+    private long bytesSent;
+    private ResponseEncoder.Framing framing;
+    private boolean keepAlive;
+    /** Bytes of the declared Content-Length not yet sent; maintained by the framing. */
+    long lengthLeft;
+    Http1Exchange(Http1Connection connection, ChannelHandlerContext ctx, RequestHead head, InetSocketAddress peer, long startNanos) {
+        super(ctx.channel(), peer, connection.settings().scheme(), startNanos);
+        this.connection = connection;
+        this.ctx = ctx;
+        this.head = head;
+        this.bodyRemaining = head.chunked() ? -1 : Math.max(0, head.contentLength());
+        this.bodyEnded = !head.chunked() && bodyRemaining == 0;
+    }
+
+    @Override public HttpRequestHead head() { return head; }
+    @Override public String httpVersion() { return head.http11() ? "1.1" : "1.0"; }
+
+    RequestHead requestHead() { return head; }
+    int status() { return status; }
+    long bytesSent() { return bytesSent; }
+    long bodyReceived() { return bodyReceived; }
+    /** Whether the response head went out: past that, a failure can only close the connection. */
+    boolean headSent() { return headSent; }
+
+    @Override
+    public void demand() {
+        onLoop(this::demandOnLoop);
+    }
+
+    private void demandOnLoop() {
+        if (disconnected() || connection.current != this) return;
+        demanded = true;
+        if (connection.state == Http1Connection.State.BODY) pump();
+    }
+
+    boolean waitingForClient() {
+        return demanded && !bodyEnded;
+    }
+
+    /** Delivers buffered body to the receiver while it has asked for some; reads when it needs more. */
+    void pump() {
+        while (demanded && receiver() != null && connection.current == this) {
+            if (bodyEnded) {
+                if (!endDelivered) {
+                    endDelivered = true;
+                    demanded = false;
+                    connection.state = Http1Connection.State.RESPONDING;
+                    receiver().onBodyEnd();
+                    connection.readAheadForClose();
+                }
+                return;
+            }
+            if (head.expectContinue() && !continueSent && head.http11()) {
+                continueSent = true;
+                ctx.writeAndFlush(ResponseEncoder.continueResponse());
+            }
+            if (!connection.input.isReadable()) {
+                connection.read();
+                return;
+            }
+            ByteBuf data;
+            if (head.chunked()) {
+                List<ByteBuf> pieces = new ArrayList<>(2);
+                try {
+                    bodyEnded = connection.chunkedDecoder().decode(connection.input, pieces);
+                } catch (HttpParseException e) {
+                    pieces.forEach(ByteBuf::release);
+                    bodyError(e.status(), e.getMessage());
+                    return;
+                }
+                if (pieces.isEmpty()) continue;
+                data = pieces.size() == 1 ? pieces.get(0) : ctx.alloc().compositeBuffer(pieces.size()).addComponents(true, pieces);
+            } else {
+                int n = (int) Math.min(bodyRemaining, connection.input.readableBytes());
+                data = connection.input.readRetainedSlice(n);
+                bodyRemaining -= n;
+                bodyEnded = bodyRemaining == 0;
+            }
+            bodyReceived += data.readableBytes();
+            if (bodyReceived > connection.settings().maxBody()) {
+                data.release();
+                bodyError(413, "request body larger than --max-body");
+                return;
+            }
+            demanded = false;
+            receiver().onBody(data);
+        }
+    }
+
+    /** The body broke its framing or its limit: answer it ourselves if we still can, and close. */
+    private void bodyError(int status, String reason) {
+        boolean answered = headSent;
+        connection.current = null;
+        cut();
+        if (answered) {
+            connection.state = Http1Connection.State.CLOSED;
+            ctx.close();
+        } else {
+            connection.refuse(Refusal.of(status, reason), head);
+        }
+    }
+
+    @Override
+    protected void onCut() {
+        if (!done) {
+            done = true;
+            connection.core().connections().requestEnded();
+        }
+    }
+
+    /**
+     * After the response, the part of the body the application did not read is still on the wire.
+     * Skips it when it is small and already here; false when the connection must close instead.
+     */
+    boolean discardUnreadBody() {
+        if (bodyEnded) return true;
+        if (head.chunked()) {
+            List<ByteBuf> pieces = new ArrayList<>();
+            try {
+                boolean complete = connection.chunkedDecoder().decode(connection.input, pieces);
+                return complete;
+            } catch (HttpParseException e) {
+                return false;
+            } finally {
+                pieces.forEach(ByteBuf::release);
+            }
+        }
+        if (bodyRemaining <= SKIPPABLE_BODY && connection.input.readableBytes() >= bodyRemaining) {
+            connection.input.skipBytes((int) bodyRemaining);
+            return true;
+        }
+        return false;
+    }
+
+    @Override
+    protected void write(ResponseHead responseHead, ByteBuf body, boolean last, int size) {
+        if (disconnected() || done) {
+            if (body != null) body.release();
+            return;
+        }
+        ByteBufAllocator alloc = ctx.alloc();
+        ByteBuf out;
+        if (responseHead != null) {
+            status = responseHead.status();
+            framing = ResponseEncoder.framing(head, responseHead, last ? size : -1);
+            lengthLeft = ResponseEncoder.declaredLength(responseHead, last ? size : -1);
+            keepAlive = head.keepAlive() && !responseHead.connectionClose() && !connection.draining()
+                    && framing != ResponseEncoder.Framing.UNTIL_CLOSE && connection.settings().keepAliveMillis() > 0;
+            out = ResponseEncoder.head(alloc, head, responseHead, framing, keepAlive, last ? size : -1, requestIdHeader, connection.settings().tlsHeaders());
+            headSent = true;
+        } else {
+            out = null;
+        }
+        ByteBuf framed = body == null ? null : framing.frame(alloc, body, this);
+        if (framed != null) bytesSent += framed.readableBytes();
+        if (last) {
+            ByteBuf trailer = framing.end(alloc, this);
+            if (framing.incomplete(this)) keepAlive = false; // fewer bytes than the declared Content-Length
+            out = append(alloc, out, framed);
+            out = append(alloc, out, trailer);
+            done = true;
+            boolean reuse = keepAlive;
+            if (out != null) ctx.writeAndFlush(out);
+            else ctx.flush();
+            connection.finished(this, reuse);
+        } else {
+            out = append(alloc, out, framed);
+            if (out != null) ctx.writeAndFlush(out);
+        }
+    }
+
+    private ByteBuf append(ByteBufAllocator alloc, ByteBuf first, ByteBuf second) {
+        if (first == null) return second;
+        if (second == null) return first;
+        return alloc.compositeDirectBuffer(2).addComponents(true, first, second);
+    }
+
+    @Override
+    public void abort() {
+        onLoop(this::abortOnLoop);
+    }
+
+    private void abortOnLoop() {
+        if (done && connection.current != this) return;
+        boolean wasCurrent = connection.current == this;
+        cut();
+        if (wasCurrent) {
+            connection.current = null;
+            connection.state = Http1Connection.State.CLOSED;
+            ctx.close();
+        }
+    }
+
+    @Override
+    public boolean writable() {
+        return fewQueued() && ctx.channel().isWritable();
+    }
+
+    @Override
+    protected boolean acceptsMore() {
+        return disconnected() || ctx.channel().isWritable();
+    }
+
+    void writableAgain() {
+        runWritableTasks();
+    }
+}
