@@ -2,12 +2,8 @@ package dev.peregrine.http;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
-import io.netty.util.concurrent.EventExecutor;
 
 import java.net.InetSocketAddress;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * What every transport's exchange shares: responses handed from the application's thread to the
@@ -17,17 +13,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * when a waiting task may run, and settles its own state in {@link #onCut}.
  */
 public abstract class LoopExchange implements HttpExchange {
-    /** Above this much response data handed over but not yet written, a sender is told to wait. */
-    protected static final long QUEUED_HIGH_WATER = 256 * 1024;
-
     private final Channel channel;
-    private final EventExecutor executor;
-    private final AtomicLong queued = new AtomicLong();
+    private final WriteQueue queue;
     private volatile boolean cut;
     /** Null until the adapter asks for the body. */
     private BodyReceiver receiver;
-    /** Touched on the I/O thread only. */
-    private List<Runnable> writableTasks;
     /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
     private InetSocketAddress client;
     private String scheme;
@@ -38,7 +28,7 @@ public abstract class LoopExchange implements HttpExchange {
 
     protected LoopExchange(Channel channel, InetSocketAddress client, String scheme, long startNanos) {
         this.channel = channel;
-        this.executor = channel.eventLoop();
+        this.queue = new WriteQueue(channel.eventLoop());
         this.client = client;
         this.scheme = scheme;
         this.startNanos = startNanos;
@@ -119,48 +109,30 @@ public abstract class LoopExchange implements HttpExchange {
     @Override
     public final void send(ResponseHead head, ByteBuf body, boolean last, WakeupBatch batch) {
         int size = body == null ? 0 : body.readableBytes();
-        queued.addAndGet(size);
-        if (executor.inEventLoop()) {
-            writeQueued(head, body, last, size);
-        } else if (batch != null) {
-            batch.submit(executor, () -> writeQueued(head, body, last, size));
-        } else {
-            executor.execute(() -> writeQueued(head, body, last, size));
-        }
+        queue.queued(size);
+        queue.run(() -> {
+            queue.written(size);
+            write(head, body, last, size);
+        }, batch);
     }
 
-    private void writeQueued(ResponseHead head, ByteBuf body, boolean last, int size) {
-        queued.addAndGet(-size);
-        write(head, body, last, size);
-    }
-
-    /** Bytes handed to {@link #send} and not yet written; any thread. */
+    /** Whether the response data handed to {@link #send} and not yet written is under the high-water mark; any thread. */
     protected final boolean fewQueued() {
-        return queued.get() < QUEUED_HIGH_WATER;
+        return queue.fewQueued();
     }
 
     /** Runs {@code task} on the connection's I/O thread: now if already there. */
     protected final void onLoop(Runnable task) {
-        if (executor.inEventLoop()) task.run();
-        else executor.execute(task);
+        queue.run(task, null);
     }
 
     @Override
     public final void whenWritable(Runnable task) {
-        executor.execute(() -> {
-            if (acceptsMore()) {
-                task.run();
-            } else {
-                if (writableTasks == null) writableTasks = new ArrayList<>(1);
-                writableTasks.add(task);
-            }
-        });
+        queue.whenWritable(task, this::acceptsMore);
     }
 
     /** Runs the tasks waiting for the connection to take more; when it does, or when the exchange ends. */
     protected final void runWritableTasks() {
-        List<Runnable> tasks = writableTasks;
-        writableTasks = null;
-        if (tasks != null) tasks.forEach(Runnable::run);
+        queue.runWritableTasks();
     }
 }

@@ -1,5 +1,6 @@
 package dev.peregrine.websocket;
 
+import dev.peregrine.http.WriteQueue;
 import dev.peregrine.config.WebSocketSettings;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
@@ -29,7 +30,6 @@ import io.netty.handler.codec.http.websocketx.extensions.WebSocketServerExtensio
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -46,8 +46,6 @@ import java.util.concurrent.atomic.AtomicLong;
  * thread; they hand the work to the I/O thread. Everything else runs there.
  */
 public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
-    /** Above this much queued outgoing data a sender is told to wait, as for HTTP responses. */
-    private static final long QUEUED_HIGH_WATER = 256 * 1024;
     /** How long the server waits for the peer's close frame after sending its own before dropping the connection. */
     private static final long CLOSE_HANDSHAKE_MILLIS = 5000;
     private static final int NO_STATUS = 1005, ABNORMAL = 1006;
@@ -64,7 +62,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
 
     private WebSocketReceiver receiver;
     private ChannelHandlerContext ctx;
-    private final AtomicLong queuedOut = new AtomicLong();
+    private final WriteQueue out;
     private final AtomicInteger unconsumedMessages = new AtomicInteger();
     private final AtomicLong unconsumedBytes = new AtomicLong();
     private volatile boolean readPaused;
@@ -76,7 +74,6 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     private boolean counted;
     private ScheduledFuture<?> pingTimer;
     private ScheduledFuture<?> pongDeadline;
-    private List<Runnable> writableTasks;
 
     public WebSocketConnection(HttpUpgrade http, ChannelHandlerContext httpContext, HttpRequestHead head, String httpVersion,
                                String scheme, InetSocketAddress client, WebSocketSettings settings, Connections connections) {
@@ -89,6 +86,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         this.settings = settings;
         this.connections = connections;
         this.subprotocols = WebSocketHandshake.subprotocols(head);
+        this.out = new WriteQueue(httpContext.executor());
     }
 
     /**
@@ -138,41 +136,41 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
 
     /** Completes the handshake with a 101; {@code extraHeaders} holds the application's headers (status ignored). */
     public void accept(String subprotocol, ResponseHead extraHeaders, WakeupBatch batch) {
-        onLoop(batch, () -> acceptOnLoop(subprotocol, extraHeaders));
+        out.run(() -> acceptOnLoop(subprotocol, extraHeaders), batch);
     }
 
     /** Refuses the handshake with an HTTP response (the denial response extension, or 403/500 from the adapter). */
     public void deny(ResponseHead response, ByteBuf body, WakeupBatch batch) {
-        onLoop(batch, () -> {
+        out.run(() -> {
             if (gone || answered) {
                 if (body != null) body.release();
                 return;
             }
             answered = true;
             http.respond(response, body);
-        });
+        }, batch);
     }
 
     /** Sends one message; takes ownership of {@code data}. */
     public void send(ByteBuf data, boolean text, WakeupBatch batch) {
         int size = data.readableBytes();
-        queuedOut.addAndGet(size);
-        onLoop(batch, () -> {
-            queuedOut.addAndGet(-size);
+        out.queued(size);
+        out.run(() -> {
+            out.written(size);
             if (gone || closeSent || !open) {
                 data.release();
                 return;
             }
             ctx.writeAndFlush(text ? new TextWebSocketFrame(data) : new BinaryWebSocketFrame(data));
-        });
+        }, batch);
     }
 
     /** Starts the closing handshake with the application's code and reason; the peer's answer ends the connection. */
     public void close(int code, String reason, WakeupBatch batch) {
-        onLoop(batch, () -> {
+        out.run(() -> {
             if (gone || !open) return;
             sendClose(code, reason, true);
-        });
+        }, batch);
     }
 
     /**
@@ -181,14 +179,14 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
      * report an abnormal closure). Before the handshake was answered, the connection is dropped.
      */
     public void finish(int code, WakeupBatch batch) {
-        onLoop(batch, () -> {
+        out.run(() -> {
             if (gone) return;
             if (!open) {
                 httpContext.close();
                 return;
             }
             sendClose(code, "", true);
-        });
+        }, batch);
     }
 
     /** The application received a message of {@code bytes}: reading resumes if it was paused for the queue. Any thread. */
@@ -200,25 +198,12 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
 
     /** False while outgoing data is over its high-water mark. Any thread. */
     public boolean writable() {
-        return queuedOut.get() < QUEUED_HIGH_WATER && httpContext.channel().isWritable();
+        return out.fewQueued() && httpContext.channel().isWritable();
     }
 
     /** Runs {@code task} on the I/O thread once the connection is writable again (or gone). Any thread. */
     public void whenWritable(Runnable task) {
-        httpContext.executor().execute(() -> {
-            if (gone || httpContext.channel().isWritable()) {
-                task.run();
-            } else {
-                if (writableTasks == null) writableTasks = new ArrayList<>(1);
-                writableTasks.add(task);
-            }
-        });
-    }
-
-    private void onLoop(WakeupBatch batch, Runnable task) {
-        if (httpContext.executor().inEventLoop()) task.run();
-        else if (batch != null) batch.submit(httpContext.executor(), task);
-        else httpContext.executor().execute(task);
+        out.whenWritable(task, () -> gone || httpContext.channel().isWritable());
     }
 
     // ---- called by the HTTP/1.1 handler before the switch ----
@@ -401,7 +386,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
 
     @Override
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-        if (ctx.channel().isWritable()) runWritableTasks();
+        if (ctx.channel().isWritable()) out.runWritableTasks();
         ctx.fireChannelWritabilityChanged();
     }
 
@@ -468,7 +453,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         gone = true;
         stopPings();
         end(ABNORMAL, "");
-        runWritableTasks();
+        out.runWritableTasks();
     }
 
     /** Tells the application the connection is over, once; and stops counting it as in flight. */
@@ -482,12 +467,6 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
             counted = false;
             connections.requestEnded();
         }
-    }
-
-    private void runWritableTasks() {
-        List<Runnable> tasks = writableTasks;
-        writableTasks = null;
-        if (tasks != null) tasks.forEach(Runnable::run);
     }
 
     private static ResponseHead plain(int status) {
