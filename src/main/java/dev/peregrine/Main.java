@@ -2,12 +2,15 @@ package dev.peregrine;
 
 import dev.peregrine.cli.Launcher;
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.LogLevel;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.server.WorkerServer;
 import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.Supervisor;
 import dev.peregrine.workers.SupervisorLink;
 import jakarta.enterprise.context.ApplicationScoped;
+
+import java.util.logging.Level;
 
 /**
  * Where the process goes once the command line ({@code cli}) has been read into the configuration
@@ -19,6 +22,7 @@ public class Main implements Launcher {
 
     @Override
     public int launch(ServerSettings settings) {
+        applyLogLevel(settings.operations().logLevel());
         TlsContexts tls;
         try {
             // Read before anything starts, so that a bad certificate or key ends the start with status 2;
@@ -31,5 +35,17 @@ public class Main implements Launcher {
         // A worker started by a supervisor parses the same command line, and must not supervise in turn.
         if (settings.workers().supervised() && !SupervisorLink.supervised()) return new Supervisor(settings).run();
         return new WorkerServer(settings, tls).run();
+    }
+
+    /** --log-level, for the server's own lines, in whichever process this is: a worker, or the supervisor. */
+    private static void applyLogLevel(LogLevel logLevel) {
+        Level level = switch (logLevel) {
+            case debug -> Level.FINE;
+            case info -> Level.INFO;
+            case warning -> Level.WARNING;
+            case error -> Level.SEVERE;
+            case silent -> Level.OFF;
+        };
+        java.util.logging.Logger.getLogger("peregrine").setLevel(level);
     }
 }

@@ -1,67 +1,48 @@
 package dev.peregrine.server;
 
 import dev.peregrine.app.ServedApplication;
-import dev.peregrine.asgi.AsgiApplication;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.Version;
-import dev.peregrine.config.OperationsSettings;
-import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.TlsResponseHeaders;
-import dev.peregrine.http.Connections;
-import dev.peregrine.ops.AccessLog;
-import dev.peregrine.edge.EdgeChain;
-import dev.peregrine.http.RequestCore;
-import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
-import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
-import dev.peregrine.http3.Http3Setup;
-import dev.peregrine.tls.HttpsRedirect;
+import dev.peregrine.server.WorkerAssembly.StartFailure;
+import dev.peregrine.server.WorkerAssembly.Worker;
 import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.Listeners;
 import dev.peregrine.workers.SupervisorLink;
-import dev.peregrine.wsgi.WsgiApplication;
-import io.netty.bootstrap.ServerBootstrap;
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelOption;
-import io.netty.channel.EventLoopGroup;
-import io.netty.channel.epoll.Epoll;
-import io.netty.channel.epoll.EpollEventLoopGroup;
-import io.netty.channel.nio.NioEventLoopGroup;
 import org.jboss.logging.Logger;
 import sun.misc.Signal;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Level;
 
 /**
- * One worker: the embedded interpreter with the application, the listening socket, and the
- * shutdown sequence (stop accepting, let in-flight requests finish, stop the application).
+ * The life of one worker process: signals, the start ({@link WorkerAssembly}), serving until a stop,
+ * and the drain (fail the health check for --drain-delay, stop accepting, let in-flight requests finish,
+ * stop the application).
  */
 public final class WorkerServer {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final ServerSettings settings;
-    private final LinkedBlockingQueue<Stop> stops = new LinkedBlockingQueue<>();
-    private volatile boolean serving;
-
     /** Null without TLS. */
     private final TlsContexts tls;
+    private final LinkedBlockingQueue<Stop> stops = new LinkedBlockingQueue<>();
+    private volatile boolean serving;
 
     public WorkerServer(ServerSettings settings, TlsContexts tls) {
         this.settings = settings;
         this.tls = tls;
     }
 
-    /** Serves until SIGTERM or SIGINT; returns the exit status. */
+    /** How a stop was asked for: by a signal (the drain delay applies) or by the supervisor (at once). */
+    private enum Stop { AFTER_DELAY, NOW }
+
+    /** Serves until SIGTERM or SIGINT (or the supervisor's word); returns the exit status. */
     public int run() {
-        applyLogLevel();
         // Before anything else: nothing is served yet, so a stop during startup (an import that hangs,
         // Ctrl-C) ends the process at once; from the startup line on, a stop is a drain.
         Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143));
@@ -74,146 +55,64 @@ public final class WorkerServer {
                 ? signal -> tls.reload()
                 : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
-        WorkerMetrics metrics;
+        Worker worker;
         try {
-            // Before Python starts: a port that is taken is reported at once, with nothing to undo.
-            metrics = WorkerMetrics.start(settings.operations().metricsPort(), settings.operations().metricsHost(), System.getenv());
-        } catch (java.io.IOException e) {
+            worker = WorkerAssembly.assemble(settings, tls, () -> stops.add(Stop.NOW));
+        } catch (StartFailure e) {
+            if (!e.traceback.isEmpty()) System.err.println(e.traceback);
             System.err.println("peregrine: " + e.getMessage());
-            return 1;
+            return e.status;
         }
-        PythonInstall install;
-        PythonInterpreter interpreter;
-        try {
-            install = PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv());
-            List<Path> path = new ArrayList<>();
-            for (Path p : settings.python().pythonPath()) path.add(p.toAbsolutePath());
-            path.add(Path.of("").toAbsolutePath());
-            interpreter = PythonInterpreter.start(install, path);
-        } catch (PythonInstall.Unusable e) {
-            System.err.println("peregrine: " + e.getMessage());
-            return 1;
-        }
-
-        ServedApplication application;
-        String protocol;
-        int gil = PythonInterpreter.acquire();
-        try {
-            ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(), settings.app().protocol().name());
-            protocol = loaded.protocol();
-            interpreter.define("log", args -> {
-                log((int) Py.toLong(args.get(0)), Py.toJavaString(args.get(1)));
-                return null;
-            });
-            application = protocol.equals("asgi")
-                    ? new AsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(), metrics.recorder())
-                    : new WsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().wsgiThreads(), metrics.recorder());
-            interpreter.publishNativeModule();
-            application.prepare();
-        } catch (ApplicationLoader.LoadFailure e) {
-            if (!e.traceback().isEmpty()) System.err.println(e.traceback());
-            System.err.println("peregrine: " + e.getMessage());
-            return 1;
-        } finally {
-            PythonInterpreter.release(gil);
-        }
-
-        String flavour;
-        try {
-            flavour = application.start();
-        } catch (IllegalStateException e) {
-            System.err.println("peregrine: " + e.getMessage());
-            return 3;
-        }
-
-        Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
-        HttpSettings http = httpSettings(settings);
-        EdgeChain edge = new EdgeChain(settings.edge(), application);
-        RequestCore core = new RequestCore(http, connections, edge.entry());
-        boolean epoll = Epoll.isAvailable();
-        EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
-        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
-        ServerBootstrap bootstrap = new ServerBootstrap()
-                .group(acceptors, workers)
-                .childOption(ChannelOption.AUTO_READ, false)
-                .childHandler(new ConnectionInitializer(
-                        new Protocols(core, application.webSockets(), settings.protocols().http2(), settings.protocols().http2Only()),
-                        connections, tls, handshakeTimeout()));
-        if (settings.listen().unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
-        // HTTP/3 first: once the TCP port answers (what readiness probes and tests watch), QUIC does too.
-        Channel quic = null;
-        if (settings.protocols().http3()) {
-            try {
-                quic = Http3Setup.bind(workers, settings.listen().host(), settings.protocols().quicPort(), SupervisorLink.supervised(),
-                        Http3Setup.quicCodec(tls.quicEngines(), core));
-            } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on udp " + settings.listen().host() + ":" + settings.protocols().quicPort() + " (--http3): " + e.getMessage());
-                return failStart(application, acceptors, workers);
-            }
-        }
-        Channel listener;
-        Channel redirect = null;
-        SupervisorLink link;
-        try {
-            link = SupervisorLink.connectIfSupervised(acceptors, () -> stops.add(Stop.NOW));
-            listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.listen().unix() != null);
-        } catch (Exception e) {
-            System.err.println("peregrine: cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix() : settings.listen().host() + ":" + settings.listen().port())
-                    + ": " + e.getMessage());
-            return failStart(application, acceptors, workers, quic);
-        }
-
-        if (link == null && settings.tls().redirectHttpPort() != null) {
-            // Under a supervisor, the supervisor answers the redirect port.
-            try {
-                redirect = HttpsRedirect.bind(acceptors, settings);
-            } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort() + " (--redirect-http): " + e.getMessage());
-                return failStart(application, acceptors, workers, listener, quic);
-            }
-        }
-
         serving = true;
-        if (link == null) {
-            LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.app().target(),
-                    protocol.toUpperCase(), flavour, Listeners.describe(listener, settings), install.version(), install.executable());
-            if (tls != null) LOG.infof("TLS by %s, ALPN %s", tls.implementation(), tls.alpn());
-            if (quic != null) LOG.infof("HTTP/3 over QUIC on udp %s:%d", settings.listen().host(), settings.protocols().quicPort());
-            if (redirect != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.tls().redirectHttpPort());
-            if (metrics.url() != null) LOG.infof("Metrics on %s", metrics.url());
-        } else {
-            LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", link.id(), ProcessHandle.current().pid(),
-                    settings.app().target(), protocol.toUpperCase(), flavour, install.version());
-            link.ready();
-        }
+        announce(worker);
         Stop stop = awaitStop();
         if (stop == Stop.AFTER_DELAY && settings.workers().drainDelayMillis() > 0) {
-            edge.failHealthCheck();
+            worker.edge().failHealthCheck();
             LOG.infof("Draining in %d ms: the health check fails from now on, requests are still served", settings.workers().drainDelayMillis());
             // A second signal, or the supervisor, cuts the delay short.
             pollStop(settings.workers().drainDelayMillis());
         }
+        return drain(worker);
+    }
 
+    private void announce(Worker worker) {
+        if (worker.link() == null) {
+            LOG.infof("Peregrine %s serving %s (%s, %s) on %s with Python %s (%s)", Version.VERSION, settings.app().target(),
+                    worker.protocol().toUpperCase(), worker.flavour(), Listeners.describe(worker.listener(), settings),
+                    worker.install().version(), worker.install().executable());
+            if (tls != null) LOG.infof("TLS by %s, ALPN %s", tls.implementation(), tls.alpn());
+            if (worker.quic() != null) LOG.infof("HTTP/3 over QUIC on udp %s:%d", settings.listen().host(), settings.protocols().quicPort());
+            if (worker.redirect() != null) LOG.infof("Redirecting plain HTTP on port %d to https", settings.tls().redirectHttpPort());
+            if (worker.metrics().url() != null) LOG.infof("Metrics on %s", worker.metrics().url());
+        } else {
+            LOG.infof("Worker %d (pid %d) serving %s (%s, %s) with Python %s", worker.link().id(), ProcessHandle.current().pid(),
+                    settings.app().target(), worker.protocol().toUpperCase(), worker.flavour(), worker.install().version());
+            worker.link().ready();
+        }
+    }
+
+    /** Stops accepting, lets requests in flight finish within --graceful-timeout, and stops everything; the exit status. */
+    private int drain(Worker worker) {
         LOG.info("Shutting down: finishing requests in flight");
-        edge.failHealthCheck();
-        listener.close().syncUninterruptibly();
-        if (redirect != null) redirect.close();
-        connections.startDraining();
+        worker.edge().failHealthCheck();
+        worker.listener().close().syncUninterruptibly();
+        if (worker.redirect() != null) worker.redirect().close();
+        worker.connections().startDraining();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.limits().gracefulTimeoutMillis());
         // Connections, not only requests: idle keep-alive connections close on their own within a moment,
         // and one that sends a request meanwhile gets its answer (with Connection: close) instead of a reset.
-        while ((connections.inFlight() > 0 || connections.open() > 0) && System.nanoTime() < deadline) {
+        while ((worker.connections().inFlight() > 0 || worker.connections().open() > 0) && System.nanoTime() < deadline) {
             sleep(10);
         }
-        int cut = connections.inFlight();
+        int cut = worker.connections().inFlight();
         if (cut > 0) LOG.warnf("Graceful timeout: %d request(s) still in flight were cut", cut);
-        connections.closeAll();
+        worker.connections().closeAll();
         // After the connections: QUIC connections are closed by packets sent through this socket.
-        if (quic != null) quic.close().syncUninterruptibly();
-        stopApplication(application);
-        acceptors.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
-        workers.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
-        if (settings.listen().unix() != null && link == null) {
+        if (worker.quic() != null) worker.quic().close().syncUninterruptibly();
+        stopApplication(worker.application(), settings);
+        worker.acceptors().shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
+        worker.workers().shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
+        if (settings.listen().unix() != null && worker.link() == null) {
             try {
                 Files.deleteIfExists(settings.listen().unix());
             } catch (java.io.IOException ignored) {
@@ -221,45 +120,15 @@ public final class WorkerServer {
             }
         }
         flushPython();
-        metrics.close();
+        worker.metrics().close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
-    }
-
-    /** Undoes a start that failed once the application was running: the exit status. */
-    private int failStart(ServedApplication application, EventLoopGroup acceptors, EventLoopGroup workers, Channel... bound) {
-        for (Channel channel : bound) {
-            if (channel != null) channel.close();
-        }
-        stopApplication(application);
-        acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-        workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-        return 1;
-    }
-
-    /** What the connections of every transport read of the configuration. */
-    public static HttpSettings httpSettings(ServerSettings s) {
-        OperationsSettings ops = s.operations();
-        AccessLog accessLog = ops.accessLog() ? new AccessLog(ops.accessLogJson(), ops.requestId(), ops.traceContext()) : null;
-        return new HttpSettings(s.limits().maxHeaderSize(), s.limits().maxBody(), s.limits().keepAliveMillis(), s.limits().requestTimeoutMillis(),
-                s.app().scheme(), accessLog, ops.forwardedAllowIps(), ops.requestId(), ops.requestStartHeader(), s.webSocket(),
-                TlsResponseHeaders.of(s.tls().hstsSeconds() >= 0 ? "max-age=" + s.tls().hstsSeconds() : null,
-                        s.protocols().http3() ? "h3=\":" + s.protocols().quicPort() + "\"; ma=86400" : null),
-                s.limits().gracefulTimeoutMillis());
-    }
-
-    /** A TLS handshake may take as long as a request may stall. */
-    private long handshakeTimeout() {
-        return settings.limits().requestTimeoutMillis() > 0 ? settings.limits().requestTimeoutMillis() : 30_000;
     }
 
     private void stopOrExit(Stop stop, int status) {
         if (serving) stops.add(stop);
         else Runtime.getRuntime().halt(status);
     }
-
-    /** How a stop was asked for: by a signal (the drain delay applies) or by the supervisor (at once). */
-    private enum Stop { AFTER_DELAY, NOW }
 
     private Stop awaitStop() {
         while (true) {
@@ -279,7 +148,8 @@ public final class WorkerServer {
         }
     }
 
-    private void stopApplication(ServedApplication application) {
+    /** After the last request, or to undo a start: stops the Python thread(s), with the lifespan shutdown. */
+    static void stopApplication(ServedApplication application, ServerSettings settings) {
         try {
             application.stop(settings.limits().gracefulTimeoutMillis() + 5000);
         } catch (InterruptedException e) {
@@ -317,21 +187,10 @@ public final class WorkerServer {
     }
 
     /** Messages from the Python glue, with Python's logging levels. */
-    private static void log(int level, String message) {
+    static void pythonLog(int level, String message) {
         if (level >= 40) LOG.error(message);
         else if (level >= 30) LOG.warn(message);
         else if (level >= 20) LOG.info(message);
         else LOG.debug(message);
-    }
-
-    private void applyLogLevel() {
-        Level level = switch (settings.operations().logLevel()) {
-            case debug -> Level.FINE;
-            case info -> Level.INFO;
-            case warning -> Level.WARNING;
-            case error -> Level.SEVERE;
-            case silent -> Level.OFF;
-        };
-        java.util.logging.Logger.getLogger("peregrine").setLevel(level);
     }
 }

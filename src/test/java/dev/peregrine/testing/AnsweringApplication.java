@@ -2,7 +2,7 @@ package dev.peregrine.testing;
 
 import dev.peregrine.cli.PeregrineCommand;
 import dev.peregrine.cli.CommandLineSettings;
-import dev.peregrine.server.WorkerServer;
+import dev.peregrine.server.WorkerAssembly;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
@@ -21,7 +21,7 @@ public final class AnsweringApplication implements Application {
     public static HttpSettings settings(String... args) {
         PeregrineCommand command = new PeregrineCommand(settings -> 0);
         new CommandLine(command).parseArgs(args);
-        return WorkerServer.httpSettings(CommandLineSettings.read(command));
+        return WorkerAssembly.httpSettings(CommandLineSettings.read(command));
     }
 
     @Override

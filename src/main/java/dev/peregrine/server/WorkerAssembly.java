@@ -1,0 +1,212 @@
+package dev.peregrine.server;
+
+import dev.peregrine.app.ServedApplication;
+import dev.peregrine.asgi.AsgiApplication;
+import dev.peregrine.config.OperationsSettings;
+import dev.peregrine.config.ServerSettings;
+import dev.peregrine.edge.EdgeChain;
+import dev.peregrine.http.Connections;
+import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.RequestCore;
+import dev.peregrine.http.TlsResponseHeaders;
+import dev.peregrine.http3.Http3Setup;
+import dev.peregrine.ops.AccessLog;
+import dev.peregrine.ops.metrics.WorkerMetrics;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonInstall;
+import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.tls.HttpsRedirect;
+import dev.peregrine.tls.TlsContexts;
+import dev.peregrine.workers.Listeners;
+import dev.peregrine.workers.SupervisorLink;
+import dev.peregrine.wsgi.WsgiApplication;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollEventLoopGroup;
+import io.netty.channel.nio.NioEventLoopGroup;
+
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Puts one worker together, in the order that lets each failure be reported with nothing half-started:
+ * the metrics port, the interpreter, the application (import, then its threads and lifespan startup),
+ * the request core and the edge chain, the I/O threads, then the sockets (HTTP/3 first, so that once
+ * the TCP port answers QUIC does too; the redirect port last). Every step that holds something
+ * registers how to undo it; a step that fails undoes all before it, in reverse, in one place.
+ */
+public final class WorkerAssembly {
+    /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
+    static final class StartFailure extends Exception {
+        final int status;
+        final String traceback;
+
+        StartFailure(int status, String message, String traceback) {
+            super(message, null, false, false);
+            this.status = status;
+            this.traceback = traceback;
+        }
+    }
+
+    /** A worker whose application runs and whose sockets accept. */
+    record Worker(ServedApplication application, String protocol, String flavour, PythonInstall install, WorkerMetrics metrics,
+                  Connections connections, EdgeChain edge, EventLoopGroup acceptors, EventLoopGroup workers,
+                  Channel listener, Channel quic, Channel redirect, SupervisorLink link) {}
+
+    private final ServerSettings settings;
+    private final TlsContexts tls;
+    /** What to undo should a later step fail, last first. */
+    private final Deque<Runnable> undo = new ArrayDeque<>();
+
+    private WorkerAssembly(ServerSettings settings, TlsContexts tls) {
+        this.settings = settings;
+        this.tls = tls;
+    }
+
+    /** @param stopNow what the supervisor's word to stop (or its disappearance) does */
+    static Worker assemble(ServerSettings settings, TlsContexts tls, Runnable stopNow) throws StartFailure {
+        WorkerAssembly assembly = new WorkerAssembly(settings, tls);
+        try {
+            return assembly.build(stopNow);
+        } catch (StartFailure e) {
+            assembly.rollBack();
+            throw e;
+        }
+    }
+
+    private void rollBack() {
+        while (!undo.isEmpty()) undo.pop().run();
+    }
+
+    private Worker build(Runnable stopNow) throws StartFailure {
+        WorkerMetrics metrics;
+        try {
+            // Before Python starts: a port that is taken is reported at once, with nothing to undo.
+            metrics = WorkerMetrics.start(settings.operations().metricsPort(), settings.operations().metricsHost(), System.getenv());
+        } catch (java.io.IOException e) {
+            throw new StartFailure(1, e.getMessage(), "");
+        }
+        undo.push(metrics::close);
+
+        PythonInstall install;
+        PythonInterpreter interpreter;
+        try {
+            install = PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv());
+            List<Path> path = new ArrayList<>();
+            for (Path p : settings.python().pythonPath()) path.add(p.toAbsolutePath());
+            path.add(Path.of("").toAbsolutePath());
+            interpreter = PythonInterpreter.start(install, path);
+        } catch (PythonInstall.Unusable e) {
+            throw new StartFailure(1, e.getMessage(), "");
+        }
+
+        ServedApplication application;
+        String protocol;
+        int gil = PythonInterpreter.acquire();
+        try {
+            ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(),
+                    settings.app().protocol().name());
+            protocol = loaded.protocol();
+            interpreter.define("log", args -> {
+                WorkerServer.pythonLog((int) Py.toLong(args.get(0)), Py.toJavaString(args.get(1)));
+                return null;
+            });
+            application = protocol.equals("asgi")
+                    ? new AsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
+                            metrics.recorder())
+                    : new WsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().wsgiThreads(), metrics.recorder());
+            interpreter.publishNativeModule();
+            application.prepare();
+        } catch (ApplicationLoader.LoadFailure e) {
+            throw new StartFailure(1, e.getMessage(), e.traceback());
+        } finally {
+            PythonInterpreter.release(gil);
+        }
+
+        String flavour;
+        try {
+            flavour = application.start();
+        } catch (IllegalStateException e) {
+            throw new StartFailure(3, e.getMessage(), "");
+        }
+        undo.push(() -> WorkerServer.stopApplication(application, settings));
+
+        Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
+        HttpSettings http = httpSettings(settings);
+        EdgeChain edge = new EdgeChain(settings.edge(), application);
+        RequestCore core = new RequestCore(http, connections, edge.entry());
+
+        boolean epoll = Epoll.isAvailable();
+        EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
+        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
+        undo.push(() -> {
+            acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+            workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+        });
+        ServerBootstrap bootstrap = new ServerBootstrap()
+                .group(acceptors, workers)
+                .childOption(ChannelOption.AUTO_READ, false)
+                .childHandler(new ConnectionInitializer(
+                        new Protocols(core, application.webSockets(), settings.protocols().http2(), settings.protocols().http2Only()),
+                        connections, tls, handshakeTimeout()));
+        if (settings.listen().unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
+
+        Channel quic = null;
+        if (settings.protocols().http3()) {
+            try {
+                quic = Http3Setup.bind(workers, settings.listen().host(), settings.protocols().quicPort(), SupervisorLink.supervised(),
+                        Http3Setup.quicCodec(tls.quicEngines(), core));
+            } catch (Exception e) {
+                throw new StartFailure(1, "cannot listen on udp " + settings.listen().host() + ":" + settings.protocols().quicPort()
+                        + " (--http3): " + e.getMessage(), "");
+            }
+            undo.push(quic::close);
+        }
+
+        Channel listener;
+        SupervisorLink link;
+        try {
+            link = SupervisorLink.connectIfSupervised(acceptors, stopNow);
+            listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.listen().unix() != null);
+        } catch (Exception e) {
+            throw new StartFailure(1, "cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix()
+                    : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
+        }
+        undo.push(listener::close);
+
+        Channel redirect = null;
+        if (link == null && settings.tls().redirectHttpPort() != null) {
+            // Under a supervisor, the supervisor answers the redirect port.
+            try {
+                redirect = HttpsRedirect.bind(acceptors, settings);
+            } catch (Exception e) {
+                throw new StartFailure(1, "cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort()
+                        + " (--redirect-http): " + e.getMessage(), "");
+            }
+        }
+        return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link);
+    }
+
+    /** What the connections of every transport read of the configuration. */
+    public static HttpSettings httpSettings(ServerSettings s) {
+        OperationsSettings ops = s.operations();
+        AccessLog accessLog = ops.accessLog() ? new AccessLog(ops.accessLogJson(), ops.requestId(), ops.traceContext()) : null;
+        return new HttpSettings(s.limits().maxHeaderSize(), s.limits().maxBody(), s.limits().keepAliveMillis(), s.limits().requestTimeoutMillis(),
+                s.app().scheme(), accessLog, ops.forwardedAllowIps(), ops.requestId(), ops.requestStartHeader(), s.webSocket(),
+                TlsResponseHeaders.of(s.tls().hstsSeconds() >= 0 ? "max-age=" + s.tls().hstsSeconds() : null,
+                        s.protocols().http3() ? "h3=\":" + s.protocols().quicPort() + "\"; ma=86400" : null),
+                s.limits().gracefulTimeoutMillis());
+    }
+
+    /** A TLS handshake may take as long as a request may stall. */
+    private long handshakeTimeout() {
+        return settings.limits().requestTimeoutMillis() > 0 ? settings.limits().requestTimeoutMillis() : 30_000;
+    }
+}
