@@ -50,6 +50,45 @@ def served_pids(server, requests=40):
     return pids
 
 
+class HeldRequest:
+    """A request that the application holds (workers_app's /hold) until release(): started on a
+    thread, and in the application once started() returns."""
+
+    def __init__(self, server, tmp_path, name="held"):
+        self.mark = tmp_path / (name + ".mark")
+        self.gate = tmp_path / (name + ".gate")
+        self.result = {}
+
+        def run():
+            try:
+                with server.raw(timeout=90) as c:
+                    self.result["response"] = c.request("GET", "/hold?mark=%s&gate=%s" % (self.mark, self.gate), timeout=90)
+            except Exception as e:  # noqa: BLE001 - reported by response()
+                self.result["error"] = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        assert poll(self.mark.exists, timeout=30), "the request did not reach the application\n" + server.output()[-3000:]
+
+    def release(self):
+        self.gate.write_text("open")
+
+    def response(self, timeout=60):
+        self.thread.join(timeout)
+        assert "error" not in self.result, self.result.get("error")
+        assert "response" in self.result, "no response within %d s of the release" % timeout
+        return self.result["response"]
+
+
+def connect_outcome(port):
+    """What a new connection gets: "refused", or "accepted" (and closed at once)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "accepted"
+    except ConnectionRefusedError:
+        return "refused"
+
+
 def wait_workers(server, count, timeout=60):
     """Waits until the supervisor has `count` children and returns their pids."""
     assert poll(lambda: len(children(server.proc.pid)) == count and "with %d workers" % count in server.output(),
@@ -184,6 +223,27 @@ def test_drain_delay_fails_the_health_check_while_still_serving(start_server, wo
     assert server.wait_exit(30) == 0
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+
+
+@pytest.mark.parametrize("workers,drain_delay", [("2", "0"), ("1", "0"), ("1", "1500")])
+def test_a_connection_opened_during_the_drain_is_refused_while_the_request_in_flight_completes(
+        start_server, tmp_path, workers, drain_delay):
+    # Every process that holds the listening socket closes it when the drain begins (after the drain
+    # delay, during which new connections are still served): a connection made then is refused at
+    # once, rather than accepted into a queue that nobody serves and reset when the server exits.
+    server = start_server(TARGETS["asgi"], "--workers", workers, "--drain-delay", drain_delay, "--graceful-timeout", "60000")
+    if workers != "1":
+        wait_workers(server, int(workers))
+    held = HeldRequest(server, tmp_path)
+    server.terminate()
+    assert poll(lambda: connect_outcome(server.port) == "refused", timeout=30), (
+        "new connections were still accepted during the drain\n" + server.output()[-3000:])
+    # the request is held by the application until the release: the drain is still waiting for it
+    assert held.thread.is_alive() and server.running()
+    held.release()
+    r = held.response()
+    assert r.status == 200 and r.body == b"released"
+    assert server.wait_exit(60) == 0, server.output()[-3000:]
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])

@@ -78,6 +78,9 @@ public final class Supervisor {
 
     private boolean started;
     private boolean stopping;
+    /** The sockets clients connect to; closed the moment a shutdown begins. */
+    private Channel listener;
+    private Channel redirect;
     private int exitStatus;
 
     public Supervisor(ServerSettings settings) {
@@ -92,7 +95,6 @@ public final class Supervisor {
         int count = settings.workers();
         EventLoopGroup group = new EpollEventLoopGroup(1);
         Path controlDir = null;
-        Channel listener;
         ControlServer control;
         try {
             // The supervisor never accepts: its copy of the socket only keeps the socket, and its queue, alive.
@@ -109,7 +111,7 @@ public final class Supervisor {
             controlDir = Files.createTempDirectory("peregrine-");
             controlPath = controlDir.resolve("control.sock").toString();
             int fd = ((UnixChannel) listener).fd().intValue();
-            control = new ControlServer(group, Path.of(controlPath), fd,
+            control = new ControlServer(group, Path.of(controlPath), fd, listener::isOpen,
                     (pid, channel) -> events.add(new Connected(pid, channel)), pid -> events.add(new Ready(pid)));
         } catch (Exception e) {
             System.err.println("peregrine: cannot open the workers' control socket: " + e.getMessage());
@@ -128,7 +130,6 @@ public final class Supervisor {
             return 1;
         }
 
-        Channel redirect = null;
         if (settings.redirectHttpPort() != null) {
             // The redirect port needs no application: the supervisor answers it, for all workers.
             try {
@@ -190,7 +191,7 @@ public final class Supervisor {
                 case Stop stop -> {
                     if (!stopping) {
                         LOG.infof("%s: stopping %d worker(s)", stop.signal(), live.size());
-                        stopping = true;
+                        beginStopping();
                         toReplace.clear();
                         for (WorkerProcess w : live) w.terminate();
                         killAt = System.currentTimeMillis() + settings.drainDelayMillis() + settings.gracefulTimeoutMillis() + 15_000;
@@ -213,6 +214,17 @@ public final class Supervisor {
                 }
             }
         }
+    }
+
+    /**
+     * A shutdown (never a replacement) gives up this process's copy of the listening sockets at once:
+     * the workers hold theirs as long as they accept (through their drain delay), and once the last
+     * copy is closed the kernel refuses new connections instead of queueing them for nobody.
+     */
+    private void beginStopping() {
+        stopping = true;
+        listener.close();
+        if (redirect != null) redirect.close();
     }
 
     private WorkerProcess spawn(int position) {
@@ -287,7 +299,7 @@ public final class Supervisor {
             // startup, no usable Python): a restart loop would only repeat the traceback.
             LOG.errorf("%s exited with status %d during startup: stopping", w.name(), status);
             exitStatus = status == 0 ? 1 : status;
-            stopping = true;
+            beginStopping();
             for (WorkerProcess other : live) other.terminate();
             return;
         }
