@@ -279,6 +279,36 @@ def _status(server, path):
         return None
 
 
+def test_log_level_debug_applies_to_the_supervisor_and_every_worker(start_server):
+    from test_cli import log_lines
+
+    server = start_server("raw_asgi:no_lifespan_app", "--workers", "2", "--log-level", "debug")
+    workers = wait_workers(server, 2)
+    # the supervisor's own debug line for each worker, and each worker's (an application without lifespan)
+    out = server.wait_for_output(lambda o: sum("lifespan appears unsupported" in line for line in log_lines(o, "DEBUG")) == 2)
+    assert out, server.output()[-3000:]
+    for pid in workers:
+        assert any("Started worker" in line and "(pid %d)" % pid in line for line in log_lines(out, "DEBUG")), out[-3000:]
+
+
+def test_log_level_warning_applies_to_the_supervisor_and_every_worker(start_server):
+    from test_cli import log_lines
+
+    server = start_server("raw_asgi:no_lifespan_app", "--workers", "2", "--log-level", "warning")
+    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=60)
+    before = children(server.proc.pid)
+    assert server.get("/").text == "hello, asgi"
+    os.kill(before[0], signal.SIGKILL)  # the supervisor logs an error and starts another worker
+    assert poll(lambda: "exited unexpectedly" in server.output(), timeout=30), server.output()[-3000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and before[0] not in children(server.proc.pid), timeout=60)
+    assert poll(lambda: _status(server, "/") == 200, timeout=30)
+    assert server.stop() == 0
+    out = server.complete_output()
+    assert any("exited unexpectedly" in line for line in log_lines(out, "ERROR")), out[-3000:]
+    # no startup, replacement or shutdown line, from the supervisor or from any worker
+    assert log_lines(out, "INFO") == [] and log_lines(out, "DEBUG") == [], out[-3000:]
+
+
 def test_bad_worker_and_health_values_exit_2():
     from conftest import run_cli
 

@@ -55,7 +55,7 @@ public final class PeregrineServer {
 
     /** Serves until SIGTERM or SIGINT; returns the exit status. */
     public int run() {
-        applyLogLevel();
+        applyLogLevel(settings);
         // Before anything else: nothing is served yet, so a stop during startup (an import that hangs,
         // Ctrl-C) ends the process at once; from the startup line on, a stop is a drain.
         Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143));
@@ -306,7 +306,8 @@ public final class PeregrineServer {
         else LOG.debug(message);
     }
 
-    private void applyLogLevel() {
+    /** --log-level, for this process's own lines: a worker's, or the supervisor's, which calls this too. */
+    public static void applyLogLevel(ServerSettings settings) {
         Level level = switch (settings.logLevel()) {
             case debug -> Level.FINE;
             case info -> Level.INFO;

@@ -3,6 +3,7 @@ package dev.peregrine.workers;
 import dev.peregrine.cli.ServerSettings;
 import dev.peregrine.cli.Version;
 import dev.peregrine.server.Listeners;
+import dev.peregrine.server.PeregrineServer;
 import dev.peregrine.tls.HttpsRedirect;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
@@ -88,6 +89,7 @@ public final class Supervisor {
     }
 
     public int run() {
+        PeregrineServer.applyLogLevel(settings);
         if (!Epoll.isAvailable()) {
             System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
             return 1;
