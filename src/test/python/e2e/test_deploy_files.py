@@ -329,7 +329,7 @@ def test_image_is_built_from_the_fast_jar(image_stages):
     assert any(k == "COPY" and "bin/peregrine" in a for k, a in final)
 
 
-def test_image_runs_peregrine_as_non_root_and_stops_with_sigterm(image_stages, variables, launcher_variables):
+def test_containerfile_final_stage_declares_a_non_root_user_sigterm_an_exec_entrypoint_and_the_served_port(image_stages, variables, launcher_variables):
     _, final = image_stages[-1]
     users = [a for k, a in final if k == "USER"]
     assert users, "the final stage sets a USER"

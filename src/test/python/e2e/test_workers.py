@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import httpx
 import pytest
@@ -166,42 +165,25 @@ def test_an_application_that_cannot_import_stops_the_server_with_its_traceback(s
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
-def test_sigterm_drains_every_worker_and_exits_zero(start_server, kind):
+def test_sigterm_drains_every_worker_and_exits_zero(start_server, kind, tmp_path):
     server = start_server(TARGETS[kind], "--workers", "2", *(["--wsgi-threads", "2"] if kind == "wsgi" else []))
     wait_workers(server, 2)
-    result = {}
-
-    def slow():
-        try:
-            with server.raw(timeout=30) as c:
-                result["response"] = c.request("GET", "/sleep?s=2")
-        except Exception as e:  # noqa: BLE001 - reported by the assertion
-            result["error"] = e
-
-    t = threading.Thread(target=slow)
-    t.start()
-    time.sleep(0.7)  # the request reaches a worker's application
+    held = HeldRequest(server, tmp_path)
     server.terminate()
-    t.join(30)
-    assert "error" not in result, result.get("error")
-    assert result["response"].status == 200 and result["response"].body == b"slept"
+    # both workers drain, one of them with the request still in its application
+    assert poll(lambda: server.output().count("Shutting down") == 2, timeout=30), server.output()[-3000:]
+    assert held.thread.is_alive()
+    held.release()
+    r = held.response()
+    assert r.status == 200 and r.body == b"released"
     assert server.wait_exit(60) == 0, server.output()[-3000:]
     assert children(server.proc.pid) == []
 
 
-def test_the_graceful_timeout_cuts_a_stuck_request_and_the_exit_status_says_so(start_server):
+def test_the_graceful_timeout_cuts_a_stuck_request_and_the_exit_status_says_so(start_server, tmp_path):
     server = start_server(TARGETS["asgi"], "--workers", "2", "--graceful-timeout", "1000")
     wait_workers(server, 2)
-
-    def stuck():
-        try:
-            with server.raw(timeout=60) as c:
-                c.request("GET", "/sleep?s=60", timeout=60)
-        except Exception:  # noqa: BLE001 - cut on purpose
-            pass
-
-    threading.Thread(target=stuck, daemon=True).start()
-    time.sleep(0.7)
+    HeldRequest(server, tmp_path)  # never released
     server.terminate()
     code = server.wait_exit(30)
     assert code is not None, "still running 30 s after SIGTERM with a 1 s graceful timeout"
@@ -263,8 +245,8 @@ def test_health_check_answers_only_once_lifespan_startup_completed(start_server,
     gate = tmp_path / "gate"
     server = start_server(TARGETS["asgi"], "--health-check-path", "/healthz", "--workers", "2",
                           env={"PEREGRINE_TEST_STARTUP_GATE": str(gate)})
-    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=60)
-    time.sleep(2)
+    # both workers are in their lifespan startup, held at the gate
+    assert poll(lambda: len(list(tmp_path.glob("gate.waiting-*"))) == 2, timeout=60), server.output()[-3000:]
     # the supervisor holds the socket, but no worker has finished its startup: nobody answers
     with pytest.raises(httpx.TimeoutException):
         httpx.get(server.url + "/healthz", timeout=1.5)
@@ -413,24 +395,29 @@ async def app(scope, receive, send):
 '''
 
 
+def rewrite(source, text):
+    """Replaces a file's content and moves its modification time a second on: a change the watcher
+    sees even where the file system keeps whole seconds, with no waiting."""
+    before = source.stat().st_mtime_ns
+    source.write_text(text)
+    os.utime(source, ns=(before + 1_000_000_000, before + 1_000_000_000))
+
+
 def test_reload_replaces_workers_on_a_change_and_keeps_them_on_a_broken_one(start_server, tmp_path):
     source = tmp_path / "reloaded_app.py"
     source.write_text(RELOAD_APP % "one")
     server = start_server("reloaded_app:app", "--reload", "--python-path", str(tmp_path), "--no-lifespan")
     assert server.get("/").text == "one"
 
-    time.sleep(1.1)  # a distinct modification time
-    source.write_text(RELOAD_APP % "two")
+    rewrite(source, RELOAD_APP % "two")
     assert poll(lambda: _text(server) == "two", timeout=60), server.output()[-3000:]
 
-    time.sleep(1.1)
-    source.write_text("def broken(:\n")
+    rewrite(source, "def broken(:\n")
     assert poll(lambda: "before it was ready" in server.output(), timeout=60), server.output()[-3000:]
     assert "SyntaxError" in server.output()
     assert server.get("/").text == "two"  # the old worker keeps serving
 
-    time.sleep(1.1)
-    source.write_text(RELOAD_APP % "three")
+    rewrite(source, RELOAD_APP % "three")
     assert poll(lambda: _text(server) == "three", timeout=60), server.output()[-3000:]
 
 
