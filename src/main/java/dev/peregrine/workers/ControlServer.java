@@ -34,12 +34,10 @@ final class ControlServer {
     private final Channel server;
 
     /**
-     * @param onConnected called with (pid, channel) when a worker connects
-     * @param onReady called with the pid of a worker that reports ready
-     */
-    /**
      * @param listenerOpen whether the listening socket is still open; once the supervisor closed it,
      *     its descriptor number may name another file, and a worker that connects late gets none
+     * @param onConnected called with (pid, channel) when a worker connects
+     * @param onReady called with the pid of a worker that reports ready
      */
     ControlServer(EventLoopGroup group, Path socket, int listenerFd, BooleanSupplier listenerOpen, BiConsumer<Long, Channel> onConnected,
                   java.util.function.LongConsumer onReady) throws InterruptedException {

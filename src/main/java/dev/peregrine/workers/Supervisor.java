@@ -79,9 +79,8 @@ public final class Supervisor {
 
     private boolean started;
     private boolean stopping;
-    /** The sockets clients connect to; closed the moment a shutdown begins. */
+    /** The socket clients connect to; this process's copy is closed the moment a shutdown begins. */
     private Channel listener;
-    private Channel redirect;
     private int exitStatus;
 
     public Supervisor(ServerSettings settings) {
@@ -132,6 +131,7 @@ public final class Supervisor {
             return 1;
         }
 
+        Channel redirect = null;
         if (settings.redirectHttpPort() != null) {
             // The redirect port needs no application: the supervisor answers it, for all workers.
             try {
@@ -219,14 +219,14 @@ public final class Supervisor {
     }
 
     /**
-     * A shutdown (never a replacement) gives up this process's copy of the listening sockets at once:
+     * A shutdown (never a replacement) gives up this process's copy of the listening socket at once:
      * the workers hold theirs as long as they accept (through their drain delay), and once the last
-     * copy is closed the kernel refuses new connections instead of queueing them for nobody.
+     * copy is closed the kernel refuses new connections instead of queueing them for nobody. The
+     * redirect port stays: this process answers it itself.
      */
     private void beginStopping() {
         stopping = true;
         listener.close();
-        if (redirect != null) redirect.close();
     }
 
     private WorkerProcess spawn(int position) {
