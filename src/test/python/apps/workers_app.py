@@ -3,6 +3,8 @@
 Routes (both protocols):
   /pid            the process id of the worker that served the request
   /sleep?s=F      sleeps F seconds, then "slept"
+  /hold?mark=M&gate=G   creates the file M once the application has the request, then waits
+                  (up to 60 s) until the file G exists, then "released"
   /crash          kills its own worker process with SIGKILL
   /segfault       dereferences NULL in C (ctypes): a crash inside a C extension
   /big?id=X&chunks=N&size=S   (WSGI) N chunks of S bytes, counting in /result?id=X the chunks handed over
@@ -10,7 +12,8 @@ Routes (both protocols):
   anything else   "hello from workers_app"
 
 The ASGI lifespan startup waits while the file named by PEREGRINE_TEST_STARTUP_GATE
-does not exist (when that variable is set), so a test can hold a worker in startup.
+does not exist (when that variable is set), so a test can hold a worker in startup; each
+worker that waits there creates GATE.waiting-PID first, so the test can tell it does.
 """
 
 import asyncio
@@ -22,6 +25,13 @@ from urllib.parse import parse_qs
 
 SEEN = []
 RESULTS = {}
+HOLD_LIMIT = 600  # polls of 0.1 s: a test that never opens the gate does not hold the worker forever
+
+
+def _held(query):
+    """The gate of /hold, once the marker says the application has the request."""
+    open(query["mark"][0], "w").close()
+    return query["gate"][0]
 
 
 def _route(path, query):
@@ -45,6 +55,8 @@ async def app(scope, receive, send):
             message = await receive()
             if message["type"] == "lifespan.startup":
                 gate = os.environ.get("PEREGRINE_TEST_STARTUP_GATE")
+                if gate:
+                    open("%s.waiting-%d" % (gate, os.getpid()), "w").close()
                 while gate and not os.path.exists(gate):
                     await asyncio.sleep(0.05)
                 await send({"type": "lifespan.startup.complete"})
@@ -56,6 +68,13 @@ async def app(scope, receive, send):
         SEEN.append("/sleep")
         await asyncio.sleep(float(query.get("s", ["1"])[0]))
         status, body = 200, b"slept"
+    elif scope["path"] == "/hold":
+        gate = _held(query)
+        for _ in range(HOLD_LIMIT):
+            if os.path.exists(gate):
+                break
+            await asyncio.sleep(0.1)
+        status, body = 200, b"released"
     else:
         status, body = _route(scope["path"], query)
     await send({"type": "http.response.start", "status": status,
@@ -86,6 +105,13 @@ def wsgi(environ, start_response):
         SEEN.append("/sleep")
         time.sleep(float(query.get("s", ["1"])[0]))
         status, body = 200, b"slept"
+    elif path == "/hold":
+        gate = _held(query)
+        for _ in range(HOLD_LIMIT):
+            if os.path.exists(gate):
+                break
+            time.sleep(0.1)
+        status, body = 200, b"released"
     else:
         status, body = _route(path, query)
     start_response("%d OK" % status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])

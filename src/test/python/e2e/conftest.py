@@ -751,6 +751,20 @@ def poll(fn, timeout=10.0, interval=0.05):
         time.sleep(interval)
 
 
+def settled(read, what, readings=4, interval=1.0, timeout=60.0):
+    """Reads read() until it gives the same value `readings` times in a row and returns that value:
+    for a quantity that must stop growing, such as what the server sent to a client that reads
+    nothing. Fails, saying `what`, if it still changes after timeout seconds."""
+    history = [read()]
+    deadline = time.monotonic() + timeout
+    while len(history) < readings or any(value != history[-1] for value in history[-readings:]):
+        assert time.monotonic() < deadline, "%s: still changing after %.0f s (last readings: %r)" % (
+            what, timeout, history[-readings:])
+        time.sleep(interval)
+        history.append(read())
+    return history[-1]
+
+
 # The two raw applications, by protocol.
 RAW_TARGETS = {"asgi": "raw_asgi:app", "wsgi": "raw_wsgi:app"}
 HELLO = {"asgi": b"hello, asgi", "wsgi": b"hello, wsgi"}

@@ -3,12 +3,11 @@ scope, streaming request and response bodies, http.disconnect, response header
 shapes, the lifespan protocol, errors."""
 
 import re
-import time
 import uuid
 
 import pytest
 
-from conftest import assert_clean_exit, poll, read_until_contains
+from conftest import assert_clean_exit, poll, read_until_contains, settled
 
 
 @pytest.fixture(scope="module")
@@ -150,14 +149,7 @@ def test_response_backpressure(asgi):
     with asgi.raw(timeout=30) as c:
         c.send_request("GET", "/big?id=%s&chunks=%d&size=%d" % (key, chunks, size))
         assert poll(lambda: (result(asgi, key) or {}).get("sent", 0) > 0)
-        last, stable = -1, 0
-        while stable < 4:
-            sent = result(asgi, key)["sent"]
-            stable = stable + 1 if sent == last else 0
-            last = sent
-            if sent == chunks:
-                break
-            time.sleep(0.25)
+        last = settled(lambda: result(asgi, key)["sent"], "the application's sends kept going", interval=0.25)
         assert last < chunks, "the application sent all %d chunks to a client that read none" % chunks
         r = c.read_response(timeout=30)
     assert len(r.body) == chunks * size

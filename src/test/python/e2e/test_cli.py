@@ -3,7 +3,9 @@
 errors, PEREGRINE_PORT, --python-path, --log-level, --access-log, the startup
 line."""
 
+import os
 import re
+import signal
 import socket
 import sys
 import uuid
@@ -169,10 +171,32 @@ def test_python_path(start_server, tmp_path):
     assert server.get("/").text == "from python-path"
 
 
-@pytest.mark.parametrize("level", ["debug", "warning"])
-def test_log_level_accepted(start_server, level):
-    server = start_server("raw_asgi:app", "--log-level", level)
+def log_lines(out, level):
+    """The server's own log lines of one level (the format is "HH:MM:SS.mmm LEVEL message")."""
+    return [line for line in out.splitlines() if re.match(r"^\d\d:\d\d:\d\d\.\d{3} %s\s" % level, line)]
+
+
+@pytest.mark.peregrine_only  # the log lines checked are Peregrine's
+def test_log_level_debug_shows_debug_lines(start_server):
+    # the application has no lifespan: the server says so at debug level only
+    server = start_server("raw_asgi:no_lifespan_app", "--log-level", "debug")
     assert server.get("/").text == "hello, asgi"
+    out = server.wait_for_output("lifespan appears unsupported", timeout=10)
+    assert out and any("lifespan appears unsupported" in line for line in log_lines(out, "DEBUG")), server.output()
+    assert log_lines(out, "INFO"), "the info lines are gone at debug level"
+
+
+@pytest.mark.peregrine_only  # the log lines checked are Peregrine's
+def test_log_level_warning_keeps_only_warnings_and_errors(start_server):
+    server = start_server("raw_asgi:no_lifespan_app", "--log-level", "warning")
+    assert server.get("/").text == "hello, asgi"
+    os.kill(server.proc.pid, signal.SIGHUP)  # logged as a warning without a supervisor
+    assert server.wait_for_output("SIGHUP replaces workers only", timeout=10), server.output()
+    assert server.stop() == 0
+    out = server.complete_output()
+    assert any("SIGHUP replaces workers only" in line for line in log_lines(out, "WARN")), out
+    # neither the startup and shutdown lines nor the debug one
+    assert log_lines(out, "INFO") == [] and log_lines(out, "DEBUG") == [], out
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])

@@ -76,13 +76,10 @@ def launcher_variables():
 
 
 def defaults():
-    """The values application.properties gives, by environment name."""
-    found = {}
-    text = (REPO_ROOT / "src" / "main" / "resources" / "application.properties").read_text()
-    for line in text.splitlines():
-        match = re.match(r"peregrine\.([a-z0-9-]+)=(.*)$", line.strip())
-        if match:
-            found[environment_name("--" + match.group(1))] = match.group(2).strip()
+    """The options' defaults, where each is declared (on the option, in PeregrineCommand), by environment name."""
+    text = (REPO_ROOT / "src" / "main" / "java" / "dev" / "peregrine" / "cli" / "PeregrineCommand.java").read_text()
+    found = {environment_name(option): value
+             for option, value in re.findall(r'names = "(--[a-z0-9-]+)", defaultValue = "([^"]*)"', text)}
     assert "PEREGRINE_GRACEFUL_TIMEOUT" in found
     return found
 
@@ -329,7 +326,7 @@ def test_image_is_built_from_the_fast_jar(image_stages):
     assert any(k == "COPY" and "bin/peregrine" in a for k, a in final)
 
 
-def test_image_runs_peregrine_as_non_root_and_stops_with_sigterm(image_stages, variables, launcher_variables):
+def test_containerfile_final_stage_declares_a_non_root_user_sigterm_an_exec_entrypoint_and_the_served_port(image_stages, variables, launcher_variables):
     _, final = image_stages[-1]
     users = [a for k, a in final if k == "USER"]
     assert users, "the final stage sets a USER"

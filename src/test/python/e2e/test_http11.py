@@ -2,8 +2,9 @@
 listener / limit options (--host, --port, --unix, --backlog, --max-connections,
 --max-body, --max-header-size, --keep-alive, --request-timeout)."""
 
+import shutil
 import socket
-import time
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -376,9 +377,21 @@ def test_unix_socket(start_server, kind):
         assert c.request("GET", "/status/201").status == 201
 
 
-def test_backlog_accepted(start_server):
-    server = start_server("raw_asgi:app", "--backlog", "16")
+def listen_backlog(port):
+    """The accept queue's length the kernel gives a listening TCP socket: ss shows it as Send-Q."""
+    out = subprocess.run(["ss", "-ltnH", "sport = :%d" % port], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    assert len(rows) == 1, out
+    return int(rows[0][2])
+
+
+@pytest.mark.parametrize("backlog", ["16", "300"])
+def test_backlog_is_the_listening_sockets_queue(start_server, backlog):
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    server = start_server("raw_asgi:app", "--backlog", backlog)
     assert server.get("/").text == "hello, asgi"
+    assert listen_backlog(server.port) == int(backlog)
 
 
 # ---------------------------------------------------------------------------
@@ -404,9 +417,13 @@ def _closed_without_response(server):
 
 @pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
 def test_max_connections(start_server):
-    server = start_server("raw_asgi:app", "--max-connections", "2")
+    from conftest import free_port
+    from test_metrics import scrape
+
+    metrics_port = free_port()
+    server = start_server("raw_asgi:app", "--max-connections", "2", "--metrics-port", metrics_port)
     # The readiness probe's connection counts until the server has read its close.
-    time.sleep(0.5)
+    assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") == 0, timeout=10)
     c1 = server.raw()
     c2 = server.raw()
     try:

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import httpx
 import pytest
@@ -48,6 +47,45 @@ def served_pids(server, requests=40):
             assert r.status == 200
             pids.add(int(r.body))
     return pids
+
+
+class HeldRequest:
+    """A request that the application holds (workers_app's /hold) until release(): sent from a
+    thread, and in the application by the time the constructor returns."""
+
+    def __init__(self, server, tmp_path, name="held"):
+        self.mark = tmp_path / (name + ".mark")
+        self.gate = tmp_path / (name + ".gate")
+        self.result = {}
+
+        def run():
+            try:
+                with server.raw(timeout=90) as c:
+                    self.result["response"] = c.request("GET", "/hold?mark=%s&gate=%s" % (self.mark, self.gate), timeout=90)
+            except Exception as e:  # noqa: BLE001 - reported by response()
+                self.result["error"] = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        assert poll(self.mark.exists, timeout=30), "the request did not reach the application\n" + server.output()[-3000:]
+
+    def release(self):
+        self.gate.write_text("open")
+
+    def response(self, timeout=60):
+        self.thread.join(timeout)
+        assert "error" not in self.result, self.result.get("error")
+        assert "response" in self.result, "no response within %d s of the release" % timeout
+        return self.result["response"]
+
+
+def connect_outcome(port):
+    """What a new connection gets: "refused", or "accepted" (and closed at once)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "accepted"
+    except ConnectionRefusedError:
+        return "refused"
 
 
 def wait_workers(server, count, timeout=60):
@@ -127,42 +165,25 @@ def test_an_application_that_cannot_import_stops_the_server_with_its_traceback(s
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
-def test_sigterm_drains_every_worker_and_exits_zero(start_server, kind):
+def test_sigterm_drains_every_worker_and_exits_zero(start_server, kind, tmp_path):
     server = start_server(TARGETS[kind], "--workers", "2", *(["--wsgi-threads", "2"] if kind == "wsgi" else []))
     wait_workers(server, 2)
-    result = {}
-
-    def slow():
-        try:
-            with server.raw(timeout=30) as c:
-                result["response"] = c.request("GET", "/sleep?s=2")
-        except Exception as e:  # noqa: BLE001 - reported by the assertion
-            result["error"] = e
-
-    t = threading.Thread(target=slow)
-    t.start()
-    time.sleep(0.7)  # the request reaches a worker's application
+    held = HeldRequest(server, tmp_path)
     server.terminate()
-    t.join(30)
-    assert "error" not in result, result.get("error")
-    assert result["response"].status == 200 and result["response"].body == b"slept"
+    # both workers drain, one of them with the request still in its application
+    assert poll(lambda: server.output().count("Shutting down") == 2, timeout=30), server.output()[-3000:]
+    assert held.thread.is_alive()
+    held.release()
+    r = held.response()
+    assert r.status == 200 and r.body == b"released"
     assert server.wait_exit(60) == 0, server.output()[-3000:]
     assert children(server.proc.pid) == []
 
 
-def test_the_graceful_timeout_cuts_a_stuck_request_and_the_exit_status_says_so(start_server):
+def test_the_graceful_timeout_cuts_a_stuck_request_and_the_exit_status_says_so(start_server, tmp_path):
     server = start_server(TARGETS["asgi"], "--workers", "2", "--graceful-timeout", "1000")
     wait_workers(server, 2)
-
-    def stuck():
-        try:
-            with server.raw(timeout=60) as c:
-                c.request("GET", "/sleep?s=60", timeout=60)
-        except Exception:  # noqa: BLE001 - cut on purpose
-            pass
-
-    threading.Thread(target=stuck, daemon=True).start()
-    time.sleep(0.7)
+    HeldRequest(server, tmp_path)  # never released
     server.terminate()
     code = server.wait_exit(30)
     assert code is not None, "still running 30 s after SIGTERM with a 1 s graceful timeout"
@@ -186,6 +207,27 @@ def test_drain_delay_fails_the_health_check_while_still_serving(start_server, wo
         socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
 
 
+@pytest.mark.parametrize("workers,drain_delay", [("2", "0"), ("1", "0"), ("1", "1500")])
+def test_a_connection_opened_during_the_drain_is_refused_while_the_request_in_flight_completes(
+        start_server, tmp_path, workers, drain_delay):
+    # Every process that holds the listening socket closes it when the drain begins (after the drain
+    # delay, during which new connections are still served): a connection made then is refused at
+    # once, rather than accepted into a queue that nobody serves and reset when the server exits.
+    server = start_server(TARGETS["asgi"], "--workers", workers, "--drain-delay", drain_delay, "--graceful-timeout", "60000")
+    if workers != "1":
+        wait_workers(server, int(workers))
+    held = HeldRequest(server, tmp_path)
+    server.terminate()
+    assert poll(lambda: connect_outcome(server.port) == "refused", timeout=30), (
+        "new connections were still accepted during the drain\n" + server.output()[-3000:])
+    # the request is held by the application until the release: the drain is still waiting for it
+    assert held.thread.is_alive() and server.running()
+    held.release()
+    r = held.response()
+    assert r.status == 200 and r.body == b"released"
+    assert server.wait_exit(60) == 0, server.output()[-3000:]
+
+
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
 def test_health_check_is_answered_by_the_server_not_the_application(start_server, kind):
     server = start_server(TARGETS[kind], "--health-check-path", "/healthz")
@@ -203,8 +245,8 @@ def test_health_check_answers_only_once_lifespan_startup_completed(start_server,
     gate = tmp_path / "gate"
     server = start_server(TARGETS["asgi"], "--health-check-path", "/healthz", "--workers", "2",
                           env={"PEREGRINE_TEST_STARTUP_GATE": str(gate)})
-    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=60)
-    time.sleep(2)
+    # both workers are in their lifespan startup, held at the gate
+    assert poll(lambda: len(list(tmp_path.glob("gate.waiting-*"))) == 2, timeout=60), server.output()[-3000:]
     # the supervisor holds the socket, but no worker has finished its startup: nobody answers
     with pytest.raises(httpx.TimeoutException):
         httpx.get(server.url + "/healthz", timeout=1.5)
@@ -217,6 +259,36 @@ def _status(server, path):
         return httpx.get(server.url + path, timeout=2).status_code
     except httpx.HTTPError:
         return None
+
+
+def test_log_level_debug_applies_to_the_supervisor_and_every_worker(start_server):
+    from test_cli import log_lines
+
+    server = start_server("raw_asgi:no_lifespan_app", "--workers", "2", "--log-level", "debug")
+    workers = wait_workers(server, 2)
+    # the supervisor's own debug line for each worker, and each worker's (an application without lifespan)
+    out = server.wait_for_output(lambda o: sum("lifespan appears unsupported" in line for line in log_lines(o, "DEBUG")) == 2)
+    assert out, server.output()[-3000:]
+    for pid in workers:
+        assert any("Started worker" in line and "(pid %d)" % pid in line for line in log_lines(out, "DEBUG")), out[-3000:]
+
+
+def test_log_level_warning_applies_to_the_supervisor_and_every_worker(start_server):
+    from test_cli import log_lines
+
+    server = start_server("raw_asgi:no_lifespan_app", "--workers", "2", "--log-level", "warning")
+    assert poll(lambda: len(children(server.proc.pid)) == 2, timeout=60)
+    before = children(server.proc.pid)
+    assert poll(lambda: _status(server, "/") == 200, timeout=60)
+    os.kill(before[0], signal.SIGKILL)  # the supervisor logs an error and starts another worker
+    assert poll(lambda: "exited unexpectedly" in server.output(), timeout=30), server.output()[-3000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and before[0] not in children(server.proc.pid), timeout=60)
+    assert poll(lambda: _status(server, "/") == 200, timeout=30)
+    assert server.stop() == 0
+    out = server.complete_output()
+    assert any("exited unexpectedly" in line for line in log_lines(out, "ERROR")), out[-3000:]
+    # no startup, replacement or shutdown line, from the supervisor or from any worker
+    assert log_lines(out, "INFO") == [] and log_lines(out, "DEBUG") == [], out[-3000:]
 
 
 def test_bad_worker_and_health_values_exit_2():
@@ -323,24 +395,29 @@ async def app(scope, receive, send):
 '''
 
 
+def rewrite(source, text):
+    """Replaces a file's content and moves its modification time a second on: a change the watcher
+    sees even where the file system keeps whole seconds, with no waiting."""
+    before = source.stat().st_mtime_ns
+    source.write_text(text)
+    os.utime(source, ns=(before + 1_000_000_000, before + 1_000_000_000))
+
+
 def test_reload_replaces_workers_on_a_change_and_keeps_them_on_a_broken_one(start_server, tmp_path):
     source = tmp_path / "reloaded_app.py"
     source.write_text(RELOAD_APP % "one")
     server = start_server("reloaded_app:app", "--reload", "--python-path", str(tmp_path), "--no-lifespan")
     assert server.get("/").text == "one"
 
-    time.sleep(1.1)  # a distinct modification time
-    source.write_text(RELOAD_APP % "two")
+    rewrite(source, RELOAD_APP % "two")
     assert poll(lambda: _text(server) == "two", timeout=60), server.output()[-3000:]
 
-    time.sleep(1.1)
-    source.write_text("def broken(:\n")
+    rewrite(source, "def broken(:\n")
     assert poll(lambda: "before it was ready" in server.output(), timeout=60), server.output()[-3000:]
     assert "SyntaxError" in server.output()
     assert server.get("/").text == "two"  # the old worker keeps serving
 
-    time.sleep(1.1)
-    source.write_text(RELOAD_APP % "three")
+    rewrite(source, RELOAD_APP % "three")
     assert poll(lambda: _text(server) == "three", timeout=60), server.output()[-3000:]
 
 

@@ -143,6 +143,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         if (cause instanceof Http2FrameStreamException streamError) {
             // An error on a stream the codec knows (a content-length the DATA contradicts, a window overrun...):
             // the codec leaves the reset to the handler of its streams.
+            LOG.debugf("HTTP/2 stream %d from %s reset (%s): %s", streamError.stream().id(), peer, streamError.error(), streamError.getCause());
             Exchange exchange = streams.remove(streamError.stream().id());
             if (exchange != null) exchange.cut();
             Http2Stream state = codec.connection().stream(streamError.stream().id());
@@ -179,6 +180,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         try {
             head = FieldListRequests.build(frame.headers(), frame.isEndStream(), spareBytes, spareHeaders);
         } catch (FieldListRequests.Malformed e) {
+            LOG.debugf("HTTP/2 stream %d from %s malformed: %s", stream.id(), peer, e.getMessage());
             ctx.write(new DefaultHttp2ResetFrame(Http2Error.PROTOCOL_ERROR).stream(stream));
             return;
         }

@@ -9,8 +9,8 @@ import io.netty.handler.codec.http2.Http2Settings;
 
 /**
  * The HTTP/2 side of a connection: Netty's frame codec (framing, HPACK, stream states, flow-control
- * windows, and the abuse limits below) followed by {@link Http2Connection}, which maps streams to
- * application calls.
+ * windows, and the abuse limits below), with the stream-state rules it lacks ({@link StreamStateRules}),
+ * followed by {@link Http2Connection}, which maps streams to application calls.
  */
 public final class Http2Setup {
     /** Streams a client may have open at once (nginx allows 128, h2o 100). */
@@ -36,7 +36,8 @@ public final class Http2Setup {
                 .maxConcurrentStreams(MAX_CONCURRENT_STREAMS)
                 .initialWindowSize(STREAM_WINDOW)
                 .maxHeaderListSize(settings.maxHeadSize());
-        return Http2FrameCodecBuilder.forServer()
+        StreamStateRules rules = new StreamStateRules();
+        Http2FrameCodec codec = Http2FrameCodecBuilder.forServer()
                 .initialSettings(initial)
                 .validateHeaders(true)
                 .gracefulShutdownTimeoutMillis(settings.gracefulTimeoutMillis())
@@ -44,6 +45,9 @@ public final class Http2Setup {
                 // Resets the server sends because of the client (MadeYouReset, 2025) count as well.
                 .encoderEnforceMaxRstFramesPerWindow(MAX_RESETS_PER_30_S, 30)
                 .decoderEnforceMaxSmallContinuationFrames(MAX_SMALL_CONTINUATIONS)
+                .frameLogger(rules)
                 .build();
+        rules.attach(codec.connection());
+        return codec;
     }
 }

@@ -17,6 +17,7 @@ import io.netty.handler.codec.string.StringEncoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.function.BiConsumer;
+import java.util.function.BooleanSupplier;
 
 /**
  * The supervisor's control socket, a unix socket in a private directory: each worker connects, gets
@@ -33,10 +34,12 @@ final class ControlServer {
     private final Channel server;
 
     /**
+     * @param listenerOpen whether the listening socket is still open; once the supervisor closed it,
+     *     its descriptor number may name another file, and a worker that connects late gets none
      * @param onConnected called with (pid, channel) when a worker connects
      * @param onReady called with the pid of a worker that reports ready
      */
-    ControlServer(EventLoopGroup group, Path socket, int listenerFd, BiConsumer<Long, Channel> onConnected,
+    ControlServer(EventLoopGroup group, Path socket, int listenerFd, BooleanSupplier listenerOpen, BiConsumer<Long, Channel> onConnected,
                   java.util.function.LongConsumer onReady) throws InterruptedException {
         server = new ServerBootstrap()
                 .group(group)
@@ -52,7 +55,9 @@ final class ControlServer {
                                     public void channelActive(ChannelHandlerContext ctx) throws Exception {
                                         pid = ((EpollDomainSocketChannel) ctx.channel()).peerCredentials().pid();
                                         onConnected.accept(pid, ctx.channel());
-                                        ctx.writeAndFlush(new FileDescriptor(listenerFd));
+                                        // On the event loop that also closes the listener: the check holds until the descriptor is sent.
+                                        if (listenerOpen.getAsBoolean()) ctx.writeAndFlush(new FileDescriptor(listenerFd));
+                                        else ctx.close();
                                     }
 
                                     @Override

@@ -77,6 +77,8 @@ public final class Supervisor {
 
     private boolean started;
     private boolean stopping;
+    /** The socket clients connect to; this process's copy is closed the moment a shutdown begins. */
+    private Channel listener;
     private int exitStatus;
 
     public Supervisor(ServerSettings settings) {
@@ -91,7 +93,6 @@ public final class Supervisor {
         int count = settings.workers().workers();
         EventLoopGroup group = new EpollEventLoopGroup(1);
         Path controlDir = null;
-        Channel listener;
         ControlServer control;
         try {
             // The supervisor never accepts: its copy of the socket only keeps the socket, and its queue, alive.
@@ -108,7 +109,7 @@ public final class Supervisor {
             controlDir = Files.createTempDirectory("peregrine-");
             controlPath = controlDir.resolve("control.sock").toString();
             int fd = ((UnixChannel) listener).fd().intValue();
-            control = new ControlServer(group, Path.of(controlPath), fd,
+            control = new ControlServer(group, Path.of(controlPath), fd, listener::isOpen,
                     (pid, channel) -> events.add(new Connected(pid, channel)), pid -> events.add(new Ready(pid)));
         } catch (Exception e) {
             System.err.println("peregrine: cannot open the workers' control socket: " + e.getMessage());
@@ -189,7 +190,7 @@ public final class Supervisor {
                 case Stop stop -> {
                     if (!stopping) {
                         LOG.infof("%s: stopping %d worker(s)", stop.signal(), live.size());
-                        stopping = true;
+                        beginStopping();
                         toReplace.clear();
                         for (WorkerProcess w : live) w.terminate();
                         killAt = System.currentTimeMillis() + settings.workers().drainDelayMillis() + settings.limits().gracefulTimeoutMillis() + 15_000;
@@ -212,6 +213,17 @@ public final class Supervisor {
                 }
             }
         }
+    }
+
+    /**
+     * A shutdown (never a replacement) gives up this process's copy of the listening socket at once:
+     * the workers hold theirs as long as they accept (through their drain delay), and once the last
+     * copy is closed the kernel refuses new connections instead of queueing them for nobody. The
+     * redirect port stays: this process answers it itself.
+     */
+    private void beginStopping() {
+        stopping = true;
+        listener.close();
     }
 
     private WorkerProcess spawn(int position) {
@@ -286,7 +298,7 @@ public final class Supervisor {
             // startup, no usable Python): a restart loop would only repeat the traceback.
             LOG.errorf("%s exited with status %d during startup: stopping", w.name(), status);
             exitStatus = status == 0 ? 1 : status;
-            stopping = true;
+            beginStopping();
             for (WorkerProcess other : live) other.terminate();
             return;
         }

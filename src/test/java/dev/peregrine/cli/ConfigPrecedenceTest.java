@@ -78,7 +78,7 @@ class ConfigPrecedenceTest {
                 () -> Cli.settings("main:app"));
         assertEquals(2048, fromEnv.limits().maxBody());
         assertEquals(9100, fromEnv.listen().port());
-        assertEquals(2048, fromEnv.listen().backlog(), "application.properties still supplies the rest");
+        assertEquals(2048, fromEnv.listen().backlog(), "the option's own default still supplies the rest");
 
         ServerSettings both = Cli.withConfig(Map.of("peregrine.port", "9200"), Map.of("PEREGRINE_PORT", "9100"), true,
                 () -> Cli.settings("main:app"));
