@@ -24,7 +24,6 @@ import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -91,56 +90,14 @@ public final class Supervisor {
             return 1;
         }
         int count = settings.workers().workers();
-        EventLoopGroup group = new EpollEventLoopGroup(1);
-        Path controlDir = null;
-        ControlServer control;
+        // What start() set up, undone last first: when a step fails, and at the end of a normal run alike.
+        Deque<Runnable> undo = new ArrayDeque<>();
         try {
-            // The supervisor never accepts: its copy of the socket only keeps the socket, and its queue, alive.
-            listener = Listeners.bind(new ServerBootstrap().group(group)
-                    .option(ChannelOption.AUTO_READ, false)
-                    .childHandler(new ChannelInboundHandlerAdapter()), settings);
-        } catch (Exception e) {
-            System.err.println("peregrine: cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix() : settings.listen().host() + ":" + settings.listen().port())
-                    + ": " + e.getMessage());
-            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            return 1;
-        }
-        try {
-            controlDir = Files.createTempDirectory("peregrine-");
-            controlPath = controlDir.resolve("control.sock").toString();
-            int fd = ((UnixChannel) listener).fd().intValue();
-            control = new ControlServer(group, Path.of(controlPath), fd, listener::isOpen,
-                    (pid, channel) -> events.add(new Connected(pid, channel)), pid -> events.add(new Ready(pid)));
-        } catch (Exception e) {
-            System.err.println("peregrine: cannot open the workers' control socket: " + e.getMessage());
-            listener.close();
-            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            return 1;
-        }
-
-        try {
-            metrics = SupervisorMetrics.start(settings, count);
-        } catch (IOException e) {
+            start(count, undo);
+        } catch (CannotStart e) {
             System.err.println("peregrine: " + e.getMessage());
-            control.close();
-            listener.close();
-            group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+            undo.forEach(Runnable::run);
             return 1;
-        }
-
-        Channel redirect = null;
-        if (settings.tls().redirectHttpPort() != null) {
-            // The redirect port needs no application: the supervisor answers it, for all workers.
-            try {
-                redirect = HttpsRedirect.bind(group, settings);
-            } catch (Exception e) {
-                System.err.println("peregrine: cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort() + " (--redirect-http): " + e.getMessage());
-                if (metrics != null) metrics.close();
-                control.close();
-                listener.close();
-                group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-                return 1;
-            }
         }
 
         Signal.handle(new Signal("TERM"), s -> events.add(new Stop("SIGTERM")));
@@ -155,17 +112,71 @@ public final class Supervisor {
         loop(address, count);
 
         if (watcher != null) watcher.close();
-        if (metrics != null) metrics.close();
-        listener.close().syncUninterruptibly();
-        if (redirect != null) redirect.close();
-        control.close();
-        group.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         timers.shutdownNow();
-        deleteQuietly(Path.of(controlPath));
-        deleteQuietly(controlDir);
-        if (settings.listen().unix() != null) deleteQuietly(settings.listen().unix());
+        undo.forEach(Runnable::run);
         LOG.info("Stopped");
         return exitStatus;
+    }
+
+    /** A step of the supervisor's start failed: the message says which and why. */
+    private static final class CannotStart extends Exception {
+        CannotStart(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    /**
+     * Binds the listening socket, opens the workers' control socket, the metrics port and the redirect
+     * port, in that order, pushing onto {@code undo} how to release each. The redirect port stays open
+     * through a drain: this process answers it itself.
+     */
+    private void start(int count, Deque<Runnable> undo) throws CannotStart {
+        EventLoopGroup group = new EpollEventLoopGroup(1);
+        undo.push(() -> group.shutdownGracefully(0, 100, TimeUnit.MILLISECONDS));
+        try {
+            // The supervisor never accepts: its copy of the socket only keeps the socket, and its queue, alive.
+            listener = Listeners.bind(new ServerBootstrap().group(group)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInboundHandlerAdapter()), settings);
+        } catch (Exception e) {
+            throw new CannotStart("cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix()
+                    : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage());
+        }
+        undo.push(() -> {
+            listener.close().syncUninterruptibly();
+            if (settings.listen().unix() != null) deleteQuietly(settings.listen().unix());
+        });
+        ControlServer control;
+        try {
+            Path controlDir = Files.createTempDirectory("peregrine-");
+            controlPath = controlDir.resolve("control.sock").toString();
+            undo.push(() -> {
+                deleteQuietly(Path.of(controlPath));
+                deleteQuietly(controlDir);
+            });
+            int fd = ((UnixChannel) listener).fd().intValue();
+            control = new ControlServer(group, Path.of(controlPath), fd, listener::isOpen,
+                    (pid, channel) -> events.add(new Connected(pid, channel)), pid -> events.add(new Ready(pid)));
+        } catch (Exception e) {
+            throw new CannotStart("cannot open the workers' control socket: " + e.getMessage());
+        }
+        undo.push(control::close);
+        try {
+            metrics = SupervisorMetrics.start(settings, count);
+        } catch (IOException e) {
+            throw new CannotStart(e.getMessage());
+        }
+        undo.push(metrics::close);
+        if (settings.tls().redirectHttpPort() == null) return;
+        // The redirect port needs no application: the supervisor answers it, for all workers.
+        Channel redirect;
+        try {
+            redirect = HttpsRedirect.bind(group, settings);
+        } catch (Exception e) {
+            throw new CannotStart("cannot listen on " + settings.listen().host() + ":" + settings.tls().redirectHttpPort()
+                    + " (--redirect-http): " + e.getMessage());
+        }
+        undo.push(redirect::close);
     }
 
     private void loop(String address, int count) {
