@@ -166,7 +166,7 @@ public final class Supervisor {
         } catch (IOException e) {
             throw new CannotStart(e.getMessage());
         }
-        undo.push(metrics::close);
+        if (metrics != null) undo.push(metrics::close); // null without --metrics-port
         if (settings.tls().redirectHttpPort() == null) return;
         // The redirect port needs no application: the supervisor answers it, for all workers.
         Channel redirect;
