@@ -234,6 +234,28 @@ def tree_cpu_seconds(root: int) -> float:
     return ticks / CLK_TCK
 
 
+def python_thread_seconds(root: int) -> float | None:
+    """utime+stime of the threads of the tree that run the application in Peregrine: the ASGI thread
+    ("python") and the WSGI threads ("wsgi-N"); None for a server without such threads."""
+    ticks, found = 0, False
+    for pid in tree_pids(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            name = data[data.index("(") + 1:data.rindex(")")]
+            if name == "python" or name.startswith("wsgi-"):
+                found = True
+                ticks += sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13])
+    return ticks / CLK_TCK if found else None
+
+
 class RssSampler:
     """Samples the tree's total RSS every `period` seconds in a thread; `peak_kib` is the largest sum seen."""
 
@@ -354,10 +376,13 @@ def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float
     """One wrk load with the CPU time and peak RSS of the process tree under `root` while it ran, and the
     cores wrk itself kept busy (on a small machine the load generator competes with the server)."""
     cpu_before, client_before, wall_before = tree_cpu_seconds(root), reaped_children_cpu_seconds(), time.monotonic()
+    py_before = python_thread_seconds(root)
     with RssSampler(root) as sampler:
         r = wrk_summary(url, conns, duration, timeout)
     cpu_used = tree_cpu_seconds(root) - cpu_before
-    client_cores = (reaped_children_cpu_seconds() - client_before) / (time.monotonic() - wall_before)
+    py_after = python_thread_seconds(root)
+    wall = time.monotonic() - wall_before
+    client_cores = (reaped_children_cpu_seconds() - client_before) / wall
     seconds = r["duration_us"] / 1e6
     socket_errors = r["connect"] + r["read"] + r["write"] + r["timeout"]
     return {
@@ -374,6 +399,10 @@ def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float
         "cpu_s_per_1k": cpu_used / r["requests"] * 1000 if r["requests"] else None,
         "client_cores": client_cores,
         "rss_samples": sampler.samples,
+        # The application thread's share of the wall time, and its CPU per request (Peregrine only).
+        "py_busy": (py_after - py_before) / wall if py_before is not None and py_after is not None else None,
+        "py_cpu_us_per_req": ((py_after - py_before) / r["requests"] * 1e6
+                              if py_before is not None and py_after is not None and r["requests"] else None),
     }
 
 
@@ -465,6 +494,10 @@ def measure_h2load(root: int, url: str, clients: int, streams: int, duration: fl
         "cpu_s_per_1k": cpu_per_1k,
         "client_cores": client_cores,
         "rss_samples": sampler.samples,
+        # The application thread's share of the wall time, and its CPU per request (Peregrine only).
+        "py_busy": (py_after - py_before) / wall if py_before is not None and py_after is not None else None,
+        "py_cpu_us_per_req": ((py_after - py_before) / r["requests"] * 1e6
+                              if py_before is not None and py_after is not None and r["requests"] else None),
     }
 
 

@@ -7,6 +7,9 @@ that drift on the machine hits all of them alike. The figures are medians over t
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,12 +52,16 @@ class Server:
         raise ValueError(self.name)
 
 
-# (app, candidate, baseline, minimum throughput ratio)
+# (app, candidate, baseline, minimum throughput ratio per connection count; "*" for the others)
 TARGETS = [
-    ("fastapi", "peregrine", "uvicorn", 1.6),
-    ("flask", "peregrine", "uvicorn-wsgi", 2.5),
-    ("flask", "peregrine", "gunicorn", 2.0),
+    ("fastapi", "peregrine", "uvicorn", {64: 2.0, 256: 2.2, "*": 2.0}),
+    ("flask", "peregrine", "uvicorn-wsgi", {"*": 3.0}),
+    ("flask", "peregrine", "gunicorn", {"*": 4.0}),
 ]
+# The application thread's CPU per request may exceed the floor's by this much, and at 64 connections it
+# should be busy at least this share of the time.
+MAX_US_OVER_FLOOR = 8.0
+MIN_BUSY_AT_64 = 0.95
 ALL_SERVERS = [("fastapi", "peregrine"), ("fastapi", "uvicorn"),
                ("flask", "peregrine"), ("flask", "uvicorn-wsgi"), ("flask", "gunicorn")]
 
@@ -81,6 +88,10 @@ def parse_args(argv):
     p.add_argument("--servers", default=",".join(f"{a}/{n}" for a, n in ALL_SERVERS),
                    help="comma-separated servers to run, among: " + ", ".join(f"{a}/{n}" for a, n in ALL_SERVERS)
                         + "; or 'fastapi' / 'flask' for one app's group")
+    p.add_argument("--floor-runs", type=int, default=3,
+                   help="runs of bench/floor (of --floor-duration s) made before the servers start, in the same "
+                        "session, to compare the Python thread's CPU per request with; 0: none")
+    p.add_argument("--floor-duration", type=float, default=4, help="seconds of each floor run")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     args = p.parse_args(argv)
     if args.quick:
@@ -107,7 +118,9 @@ def url(server: Server, path: str) -> str:
 
 
 def measure(server: Server, conns: int, args) -> dict:
-    return c.measure_wrk(server.proc.pid, url(server, args.path), conns, args.duration, args.timeout)
+    m = c.measure_wrk(server.proc.pid, url(server, args.path), conns, args.duration, args.timeout)
+    m["loadavg_1min"] = os.getloadavg()[0]  # how busy the shared machine was: read the figures with it
+    return m
 
 
 # ---------------------------------------------------------------- the run
@@ -166,7 +179,9 @@ def run_loads(servers: list[Server], args) -> bool:
                     if "failed" not in m:
                         c.log(f"round {rnd}/{args.rounds}  c={conns:<4} {s.key:<20} {m['rps']:>9.0f} req/s  "
                               f"p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  errors {m['error_total']:<5} "
-                              f"peak RSS {m['peak_rss_mib']:6.1f} MiB  CPU {fmt(m['cpu_s_per_1k'], 3)} s/1k")
+                              f"peak RSS {m['peak_rss_mib']:6.1f} MiB  CPU {fmt(m['cpu_s_per_1k'], 3)} s/1k"
+                              + (f"  python thread {m['py_busy'] * 100:.0f} % busy, {m['py_cpu_us_per_req']:.1f} us/req"
+                                 if m.get("py_busy") is not None else ""))
         return True
     except KeyboardInterrupt:
         c.log("bench: interrupted: stopping the servers and writing the partial results")
@@ -185,7 +200,7 @@ def summarize(servers: list[Server], args) -> dict:
             ok = [m for m in s.results.get(conns, []) if "failed" not in m]
             if not ok:
                 continue
-            per_conn[conns] = c.summarize_rounds(ok)
+            per_conn[conns] = c.summarize_rounds(ok, extra=("py_busy", "py_cpu_us_per_req") if s.name == "peregrine" else ())
         summary[s.key] = per_conn
     return summary
 
@@ -193,17 +208,18 @@ def summarize(servers: list[Server], args) -> dict:
 def compare(summary: dict, servers: dict, args) -> tuple[list, list]:
     """Ratios of the medians against each baseline, and the targets (evaluated on the ratios of the medians)."""
     ratios, targets = [], []
-    for app, cand, base, minimum in TARGETS:
+    for app, cand, base, minimums in TARGETS:
         a, b = summary.get(f"{app}/{cand}", {}), summary.get(f"{app}/{base}", {})
         if f"{app}/{cand}" not in servers or f"{app}/{base}" not in servers:
             continue  # not selected with --servers
         if not a or not b:
-            targets.append({"what": f"{app}: {cand}/{base} req/s >= {minimum}x: not measured "
+            targets.append({"what": f"{app}: {cand}/{base} req/s >= {minimums['*']}x: not measured "
                                     f"({cand if not a else base} has no results)", "value": None, "pass": False})
             continue
         for conns in args.conns:
             if conns not in a or conns not in b:
                 continue
+            minimum = minimums.get(conns, minimums["*"])
             ra, rb = a[conns], b[conns]
             ratio = ra["rps"] / rb["rps"] if rb["rps"] else None
             # The same ratio taken round by round (each pair measured minutes apart at most), then the median.
@@ -226,11 +242,49 @@ def compare(summary: dict, servers: dict, args) -> tuple[list, list]:
     return ratios, targets
 
 
-def markdown(servers, summary, ratios, targets, machine, args, complete) -> str:
+def python_thread_targets(summary: dict, floor: dict | None) -> list:
+    """The application thread against the floor: CPU per request over the floor's, and busy share at 64."""
+    targets = []
+    for app in ("fastapi", "flask"):
+        per = summary.get(f"{app}/peregrine", {})
+        floor_us = (floor or {}).get(app, {}).get("cpu_us_per_request")
+        for conns, r in per.items():
+            if floor_us is not None and r.get("py_cpu_us_per_req") is not None:
+                over = r["py_cpu_us_per_req"] - floor_us
+                targets.append({"what": f"{app}: Python-thread CPU per request minus the floor's at {conns} "
+                                        f"connections <= {MAX_US_OVER_FLOOR:g} µs", "value": over, "unit": "µs",
+                                "pass": over <= MAX_US_OVER_FLOOR})
+            if conns == 64 and r.get("py_busy") is not None:
+                targets.append({"what": f"{app}: Python thread busy at 64 connections >= {MIN_BUSY_AT_64:.0%}",
+                                "value": r["py_busy"] * 100, "unit": "%", "pass": r["py_busy"] >= MIN_BUSY_AT_64})
+    return targets
+
+
+def run_floor(args, log_dir: Path) -> dict | None:
+    """bench/floor in this session (before the servers start): app -> its summary, or None."""
+    if args.floor_runs <= 0:
+        return None
+    apps = sorted({a for a, n in args.servers if n == "peregrine"})
+    if not apps:
+        return None
+    c.log(f"bench: the floor first: {args.floor_runs} runs of {args.floor_duration:g} s per app")
+    out = log_dir / "floor"
+    try:
+        subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "floor.py"), "--runs", str(args.floor_runs),
+                        "--duration", str(args.floor_duration), "--apps", ",".join(apps), "--out", str(out)],
+                       check=True, timeout=600)
+        result = json.loads(next(out.glob("floor-*.json")).read_text())
+    except (subprocess.SubprocessError, OSError, StopIteration, ValueError) as e:
+        c.log(f"bench: the floor failed: {e}")
+        return None
+    return result["summary"]
+
+
+def markdown(servers, summary, ratios, targets, machine, args, complete, floor=None) -> str:
     lines = [f"### Peregrine vs uvicorn / gunicorn, one worker ({machine['started']})", ""]
     if not complete:
         lines += ["**Interrupted: partial results.**", ""]
-    lines += [c.machine_markdown(machine), "",
+    lines += [c.machine_markdown(machine) + f" Load average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
               f"Load: `wrk -t1 -c<N> -d{max(1, round(args.duration))}s --timeout {max(1, round(args.timeout))}s` on "
               f"`GET {args.path}`, {args.rounds} interleaved rounds after {args.warmup:g} s of warm-up per server; "
               "median over the rounds (peak RSS: the largest over the rounds, whole process tree; "
@@ -247,6 +301,21 @@ def markdown(servers, summary, ratios, targets, machine, args, complete) -> str:
             lines.append(f"| {s.app} | {s.name} | {conns} | {r['rps']:,.0f} | {r['rps_min']:,.0f}–{r['rps_max']:,.0f} | "
                          f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                          f"{r['errors']:g} | {r['peak_rss_mib']:.0f} | {fmt(r['cpu_s_per_1k'], 3)} |")
+    lines += ["", "Peregrine's Python thread (the ASGI thread or the WSGI thread, from /proc/PID/task/TID/stat over each "
+              "load): its busy share of the wall time and its CPU per request, against the CPU per call of "
+              "bench/floor run in this session before the servers started"
+              + (" (" + ", ".join(f"{a} {v['cpu_us_per_request']:.1f} µs" for a, v in floor.items()) + ")." if floor else
+                 " (not run)."), "",
+              "| App | Conns | Python thread busy | Python-thread CPU µs / req | minus the floor (µs) |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for s in servers:
+        if s.name != "peregrine":
+            continue
+        floor_us = (floor or {}).get(s.app, {}).get("cpu_us_per_request")
+        for conns, r in summary.get(s.key, {}).items():
+            busy, us = r.get("py_busy"), r.get("py_cpu_us_per_req")
+            lines.append(f"| {s.app} | {conns} | {'n/a' if busy is None else f'{busy * 100:.0f} %'} | {fmt(us)} | "
+                         f"{'n/a' if us is None or floor_us is None else f'{us - floor_us:+.1f}'} |")
     lines += ["", "Ratios Peregrine / baseline: of the medians above, and the median of the ratios taken round by round.",
               "", "| App | Peregrine vs | Conns | Req/s ratio | Req/s ratio, per round | p99 ratio | "
               "CPU per request ratio | Peak RSS ratio |",
@@ -257,7 +326,8 @@ def markdown(servers, summary, ratios, targets, machine, args, complete) -> str:
                      f"{fmt(r['p99_ratio'], 2)} | {fmt(r['cpu_per_req_ratio'], 2)} | {fmt(r['rss_ratio'], 2)} |")
     lines += ["", "| Target | Measured | Result |", "| --- | ---: | --- |"]
     for t in targets:
-        measured = "n/a" if t["value"] is None else f"{t['value']:.2f}x"
+        unit = t.get("unit", "x")
+        measured = "n/a" if t["value"] is None else (f"{t['value']:.2f}x" if unit == "x" else f"{t['value']:.1f} {unit}")
         lines.append(f"| {t['what']} | {measured} | {'PASS' if t['pass'] else 'FAIL'} |")
     return "\n".join(lines) + "\n"
 
@@ -276,7 +346,9 @@ def main(argv=None) -> int:
         return 1
     servers = [Server(a, n) for a, n in args.servers]
     complete = False
+    floor = None
     try:
+        floor = run_floor(args, log_dir)
         start_servers(servers, log_dir)
         for s in servers:
             if s.name == "peregrine" and s.proc and not s.error:
@@ -290,7 +362,8 @@ def main(argv=None) -> int:
 
     summary = summarize(servers, args)
     ratios, targets = compare(summary, {s.key: s for s in servers}, args)
-    md = markdown(servers, summary, ratios, targets, machine, args, complete)
+    targets += python_thread_targets(summary, floor)
+    md = markdown(servers, summary, ratios, targets, machine, args, complete, floor)
     result = {
         "machine": machine, "complete": complete,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -298,7 +371,8 @@ def main(argv=None) -> int:
                             "log": str(log_dir / f"{s.app}-{s.name}.log"),
                             "rounds": {str(k): v for k, v in s.results.items()}} for s in servers},
         "summary": {k: {str(n): v for n, v in per.items()} for k, per in summary.items()},
-        "ratios": ratios, "targets": targets,
+        "ratios": ratios, "targets": targets, "floor": floor,
+        "loadavg_at_end": list(os.getloadavg()),
     }
     c.write_results(args.out, stamp, result, md, f"Server logs: {log_dir}")
     return 0
