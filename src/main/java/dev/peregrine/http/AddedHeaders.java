@@ -1,7 +1,5 @@
 package dev.peregrine.http;
 
-import dev.peregrine.http.HttpSettings;
-import dev.peregrine.http.RequestId;
 
 import java.nio.charset.StandardCharsets;
 

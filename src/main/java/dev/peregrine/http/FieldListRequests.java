@@ -1,6 +1,5 @@
 package dev.peregrine.http;
 
-import dev.peregrine.http.RequestHead;
 import io.netty.handler.codec.Headers;
 import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.util.AsciiString;

@@ -1,9 +1,5 @@
 package dev.peregrine.http;
 
-import dev.peregrine.http.HttpChars;
-import dev.peregrine.http.HttpDate;
-import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.TlsResponseHeaders;
 import io.netty.handler.codec.Headers;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http2.DefaultHttp2Headers;

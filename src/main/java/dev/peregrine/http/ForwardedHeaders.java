@@ -1,8 +1,6 @@
 package dev.peregrine.http;
 
 import dev.peregrine.config.TrustedProxies;
-import dev.peregrine.http.HttpChars;
-import dev.peregrine.http.HttpRequestHead;
 
 import java.net.InetAddress;
 import java.net.InetSocketAddress;

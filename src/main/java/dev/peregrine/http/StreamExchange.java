@@ -1,6 +1,5 @@
 package dev.peregrine.http;
 
-import dev.peregrine.http.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.util.AsciiString;

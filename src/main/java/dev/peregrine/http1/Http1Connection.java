@@ -6,7 +6,6 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.RequestHead;
-import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.websocket.WebSocketApplication;
@@ -48,8 +47,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private final WebSocketApplication webSockets;
     private final RequestMetrics metrics;
     private final RequestHeadParser parser;
-    /** The Strict-Transport-Security line of every response, or null. */
-    private final TlsResponseHeaders tlsHeaders;
     private boolean started;
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
@@ -75,7 +72,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         this.webSockets = settings.webSocket() == null ? null : webSockets;
         this.metrics = core.metrics();
         this.parser = new RequestHeadParser(settings.maxHeadSize(), core.spareBytes(), core.spareHeaders());
-        this.tlsHeaders = settings.tlsHeaders();
     }
 
     RequestCore core() { return core; }

@@ -2,7 +2,6 @@ package dev.peregrine.http;
 
 import dev.peregrine.http1.RequestHeadParser;
 
-import dev.peregrine.http.RequestId;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import org.junit.jupiter.api.Test;

@@ -1,7 +1,6 @@
 package dev.peregrine.http;
 
 import dev.peregrine.config.TrustedProxies;
-import dev.peregrine.http.RequestHead;
 import dev.peregrine.http1.RequestHeadParser;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
