@@ -1,0 +1,45 @@
+"""The `peregrine` command of the pip package (and `python -m peregrine`).
+
+It runs the server on the Java runtime the wheel carries, with the JVM options bin/peregrine uses (one
+file, `java @FILE`), and tells the server to embed the interpreter running this code, so that the
+application sees the packages installed beside Peregrine, as with uvicorn. The command replaces this
+process with the JVM (exec): signals such as SIGTERM and SIGHUP reach the server itself, and the
+supervisor starts its workers by running its own command line again.
+"""
+
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+RUNTIME = Path(__file__).resolve().parent / "_runtime"
+JAVA = RUNTIME / "java" / "bin" / "java"
+JAR = RUNTIME / "server" / "quarkus-run.jar"
+OPTIONS = RUNTIME / "jvm-options"
+# Written by the training run of bin/build-wheel; a wheel built with --no-aot has none.
+AOT_CACHE = RUNTIME / "server.aot"
+# Read by dev.peregrine.python.PythonInstall.
+PYTHON_ENV = "PEREGRINE_PYTHON"
+
+
+def command(arguments, environment):
+    """The JVM's command line for the server's `arguments`."""
+    jvm = [str(JAVA), "@" + str(OPTIONS),
+           "-XX:ErrorFile=%s/peregrine-crash-%%p.log" % tempfile.gettempdir()]
+    if AOT_CACHE.is_file():
+        jvm.append("-XX:AOTCache=" + str(AOT_CACHE))
+    jvm += shlex.split(environment.get("PEREGRINE_JAVA_OPTS", ""))
+    return jvm + ["-jar", str(JAR), *arguments]
+
+
+def main():
+    if not (os.access(JAVA, os.X_OK) and JAR.is_file() and OPTIONS.is_file()):
+        sys.exit("peregrine: this installation lacks its Java runtime or server (%s): reinstall peregrine-server" % RUNTIME)
+    if not sys.executable:
+        sys.exit("peregrine: Python cannot tell its own executable (sys.executable is empty): run the server with --venv")
+    os.environ[PYTHON_ENV] = sys.executable
+    argv = command(sys.argv[1:], os.environ)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
