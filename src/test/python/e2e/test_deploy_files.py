@@ -338,7 +338,8 @@ def test_image_installs_the_wheel_and_no_jdk(image_stages):
     assert "JAVA_HOME" not in environment_of(final)
     # Everything the wheel's build reads is let into the build context.
     allowed = (DEPLOY / "Containerfile.dockerignore").read_text().splitlines()
-    for needed in ("mvnw", "pom.xml", "src/main", "src/wheel", "bin/build-wheel", "bin/jvm-options"):
+    for needed in ("mvnw", "pom.xml", "src/main", "src/test/python/apps/raw_asgi.py", "bin/build-wheel",
+                   "bin/jvm-options"):
         assert "!" + needed in allowed, needed
 
 
