@@ -195,15 +195,20 @@ def tree_pids(root: int) -> list[int]:
     return sorted(p for p in found if os.path.exists(f"/proc/{p}"))
 
 
-def rss_kib(pid: int) -> int:
+def _kib_line(path: str, key: str) -> int:
+    """The number of the line `key: N kB` of a /proc file, 0 when the process is gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def rss_kib(pid: int) -> int:
+    return _kib_line(f"/proc/{pid}/status", "VmRSS:")
 
 
 def status_fields(pid: int, names=("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM", "Threads")) -> dict:
@@ -226,14 +231,7 @@ def tree_rss_kib(root: int, pids: list[int] | None = None) -> int:
 def pss_kib(pid: int) -> int:
     """Proportional set size: each resident page divided by the number of processes mapping it, so that
     the pages workers share (libjvm.so, the AOT cache, libpython, the jars) count once over a tree."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return _kib_line(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def tree_pss_kib(root: int, pids: list[int] | None = None) -> int:
