@@ -113,11 +113,10 @@ def main(argv=None) -> int:
     if machine is None:
         return 1
     machine["wheel"] = wheel.name if wheel else None
-    java = c.ROOT / "target" / "wheel" / "stage" / "peregrine" / "_runtime" / "java" / "bin" / "java"
     if wheel_command:
-        java = Path(subprocess.run([str(c.VENV_PY), "-c", "import peregrine._launcher as l; print(l.JAVA)"],
-                                   capture_output=True, text=True).stdout.strip())
-    machine["java"] = c._run_text([str(java), "-version"]).splitlines()[0] if java.exists() else "unknown"
+        java = subprocess.run([str(c.VENV_PY), "-c", "import peregrine._launcher as l; print(l.JAVA)"],
+                              capture_output=True, text=True).stdout.strip()
+        machine["java"] = c._run_text([java, "-version"]).splitlines()[0]
     servers = commands(args, wheel_command)
     rounds: dict[str, list[dict]] = {name: [] for name in servers}
     try:

@@ -175,6 +175,10 @@ def test_python_m_peregrine_serves_raw_asgi_from_the_aot_cache(serve, installed,
     assert re.search(r"dev\.peregrine\.server\.PeregrineServer source: shared objects file", loaded), loaded[-2000:]
     # exec: the process the command started is the JVM itself, so signals reach the server.
     assert os.readlink("/proc/%d/exe" % server.proc.pid).endswith("/_runtime/java/bin/java")
+    # Everything it opened is the installation's own: nothing of the tree the wheel was built in.
+    opened = [os.readlink("/proc/%d/fd/%s" % (server.proc.pid, fd)) for fd in os.listdir("/proc/%d/fd" % server.proc.pid)]
+    assert not [f for f in opened if f.startswith(str(REPO_ROOT / "target" / "wheel"))], opened
+    assert [f for f in opened if f.startswith(str(installed.venv)) and f.endswith(".jar")]
     server.proc.send_signal(signal.SIGTERM)
     assert server.wait_exit(60) == 0
 
