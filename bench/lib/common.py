@@ -8,7 +8,7 @@
 - describing the machine and the software versions.
 
 PEREGRINE_BIN names the Peregrine command to measure (default: this checkout's bin/peregrine), for
-instance another checkout's or a published snapshot's.
+instance another checkout's or a published snapshot's; use_wheel() measures the pip package instead.
 """
 from __future__ import annotations
 
@@ -195,15 +195,20 @@ def tree_pids(root: int) -> list[int]:
     return sorted(p for p in found if os.path.exists(f"/proc/{p}"))
 
 
-def rss_kib(pid: int) -> int:
+def _kib_line(path: str, key: str) -> int:
+    """The number of the line `key: N kB` of a /proc file, 0 when the process is gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def rss_kib(pid: int) -> int:
+    return _kib_line(f"/proc/{pid}/status", "VmRSS:")
 
 
 def status_fields(pid: int, names=("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM", "Threads")) -> dict:
@@ -221,6 +226,16 @@ def status_fields(pid: int, names=("VmRSS", "RssAnon", "RssFile", "RssShmem", "V
 
 def tree_rss_kib(root: int, pids: list[int] | None = None) -> int:
     return sum(rss_kib(p) for p in (pids if pids is not None else tree_pids(root)))
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: each resident page divided by the number of processes mapping it, so that
+    the pages workers share (libjvm.so, the AOT cache, libpython, the jars) count once over a tree."""
+    return _kib_line(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
+def tree_pss_kib(root: int, pids: list[int] | None = None) -> int:
+    return sum(pss_kib(p) for p in (pids if pids is not None else tree_pids(root)))
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -336,6 +351,33 @@ def build_peregrine() -> str:
     if out.returncode != 0:
         raise RuntimeError(f"{PEREGRINE} --version failed:\n{out.stderr[-3000:]}")
     return out.stdout.strip().splitlines()[-1]
+
+
+def newest_wheel() -> Path | None:
+    wheels = sorted((ROOT / "target" / "wheels").glob("peregrine_server-*.whl"), key=lambda w: w.stat().st_mtime)
+    return wheels[-1] if wheels else None
+
+
+def use_wheel(wheel: Path | None) -> Path:
+    """Installs the pip package into the benchmark venv, as a user would beside the application, and makes
+    its `peregrine` command the one measured. Without a wheel given, the newest of target/wheels, which
+    bin/build-wheel makes when there is none."""
+    global PEREGRINE
+    if wheel is None:
+        wheel = newest_wheel()
+    if wheel is None:
+        log("bench: no wheel in target/wheels: running bin/build-wheel")
+        built = subprocess.run([str(ROOT / "bin" / "build-wheel")], stdout=subprocess.PIPE, text=True, timeout=1800)
+        if built.returncode != 0:
+            raise RuntimeError("bin/build-wheel failed")
+        wheel = Path(built.stdout.strip().splitlines()[-1])
+    log(f"bench: installing {wheel.name} into {VENV}")
+    out = subprocess.run([str(VENV_PY), "-m", "pip", "install", "-q", "--retries", "0", "--force-reinstall",
+                          "--no-deps", str(wheel)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"pip install {wheel} failed:\n{out.stderr[-3000:]}")
+    PEREGRINE = VENV / "bin" / "peregrine"
+    return wheel
 
 
 def child_env(**extra: str) -> dict:

@@ -13,7 +13,12 @@
     server (the cost once pools and the heap have grown). Peregrine runs with --max-connections 20000
     --keep-alive 600000 for this (defaults: 4096 and 5000 ms), uvicorn with --timeout-keep-alive 600. A second
     Peregrine run with NMT shows where the growth goes (heap, JVM malloc, Python, ...).
-uvicorn (httptools, uvloop) is measured the same way as a reference.
+(c) Workers: `--workers N` (default 4) of Peregrine against uvicorn's (FastAPI) and gunicorn's (Flask), RSS and
+    PSS of every process of the tree after 300 requests and a rest. PSS divides each resident page by the
+    processes that map it, so what workers share (libjvm.so, the AOT cache, libpython, extension modules)
+    counts once in the total, where RSS counts it once per process.
+uvicorn (httptools, uvloop) is measured the same way as a reference. `--wheel` measures the pip package's
+`peregrine` (the newest wheel of target/wheels, installed into the benchmark venv) instead of bin/peregrine.
 """
 from __future__ import annotations
 
@@ -45,7 +50,10 @@ def parse_args(argv):
     p.add_argument("--connections", type=int, default=10000, help="idle connections to open")
     p.add_argument("--concurrency", type=int, default=200, help="connections being opened at once")
     p.add_argument("--settle", type=float, default=5, help="seconds of rest before each RSS reading")
-    p.add_argument("--no-uvicorn", action="store_true", help="skip the uvicorn reference")
+    p.add_argument("--no-uvicorn", action="store_true", help="skip the uvicorn and gunicorn references")
+    p.add_argument("--workers", type=int, default=4, help="workers of the (c) measurement; 0 skips it")
+    p.add_argument("--wheel", action="store_true",
+                   help="measure the pip package (the newest wheel of target/wheels) instead of bin/peregrine")
     p.add_argument("--no-attribution", action="store_true",
                    help="skip the second Peregrine connection run with NMT that shows where the growth goes")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
@@ -83,11 +91,58 @@ def settled_rss_kib(root: int, settle: float) -> int:
     return int(c.median(readings))
 
 
+def settled_pss_kib(root: int) -> int:
+    """The tree's PSS, read right after settled_rss_kib (which has done the resting)."""
+    return c.tree_pss_kib(root)
+
+
+def workers_test(args, log_dir: Path) -> list[dict]:
+    """RSS and PSS of each process of a --workers N tree, for Peregrine and the references, after 300
+    requests over new connections (spread over the workers) and a rest."""
+    n = args.workers
+    trees = [("peregrine", "fastapi_app:app", [c.PEREGRINE, "--venv", c.VENV, "--port", "{port}", "--log-level",
+                                               "warning", "--workers", n, "fastapi_app:app"]),
+             ("peregrine", "flask_app:app", [c.PEREGRINE, "--venv", c.VENV, "--port", "{port}", "--log-level",
+                                             "warning", "--workers", n, "flask_app:app"])]
+    if not args.no_uvicorn:
+        trees.insert(1, ("uvicorn", "fastapi_app:app", [
+            c.VENV / "bin" / "uvicorn", "fastapi_app:app", "--host", c.HOST, "--port", "{port}", "--workers", n,
+            "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"]))
+        trees.append(("gunicorn", "flask_app:app", [c.VENV / "bin" / "gunicorn", "-b", f"{c.HOST}:{{port}}", "-w", n,
+                                                    "--log-level", "warning", "flask_app:app"]))
+    results = []
+    for server, app, template in trees:
+        port = c.free_port()
+        cmd = [str(a).replace("{port}", str(port)) for a in template]
+        name = f"{server}-{app.split('_')[0]}-workers{n}"
+        c.log(f"bench: starting {name}: {' '.join(cmd)}")
+        proc = c.Proc(name, cmd, cwd=c.APPS_DIR, env=c.child_env(), log_path=log_dir / f"{name}.log")
+        try:
+            c.wait_ready(proc, port, timeout=120)
+            deadline = time.monotonic() + 120
+            while len(c.tree_pids(proc.pid)) < n + 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            for i in range(300):
+                c.http_get(port, "/user/0" if i % 2 and "fastapi" in app else "/")
+            rss = settled_rss_kib(proc.pid, args.settle)
+            pss = settled_pss_kib(proc.pid)
+            processes = [{"pid": pid, "role": "supervisor" if pid == proc.pid else "worker",
+                          "rss_kib": c.rss_kib(pid), "pss_kib": c.pss_kib(pid)} for pid in c.tree_pids(proc.pid)]
+            results.append({"server": server, "app": app, "workers": n, "rss_kib": rss, "pss_kib": pss,
+                            "processes": processes})
+            c.log(f"bench: {name}: RSS {rss / 1024:.1f} MiB, PSS {pss / 1024:.1f} MiB over {len(processes)} processes")
+        finally:
+            proc.stop()
+    return results
+
+
 def jcmd(pid: int, *command: str) -> str:
-    """Runs jcmd of the JDK the process runs on."""
+    """Runs jcmd of the JDK the process runs on, or of a JDK 25 when that is the wheel's runtime, which has
+    no tools."""
     tool = Path(os.readlink(f"/proc/{pid}/exe")).with_name("jcmd")
-    out = subprocess.run([str(tool) if tool.exists() else "jcmd", str(pid), *command], capture_output=True,
-                         text=True, timeout=60)
+    if not tool.exists():
+        tool = next(iter(sorted(Path("/usr/lib/jvm").glob("*25*/bin/jcmd"))), Path("jcmd"))
+    out = subprocess.run([str(tool), str(pid), *command], capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise RuntimeError(f"jcmd {' '.join(command)} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
     return out.stdout
@@ -336,17 +391,20 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log_dir = args.out / f"memory-{stamp}-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    if args.wheel:
+        c.use_wheel(None)
     machine = c.describe_run()
     if machine is None:
         return 1
+    machine["peregrine_bin"] = str(c.PEREGRINE)
     result: dict = {"machine": machine, "settings": {"connections": args.connections, "settle_s": args.settle,
                                                      "open_file_limit": nofile}}
     try:
         # (a) idle worker, default options
         proc, _ = start_server("peregrine", log_dir)
         machine["java"] = c.java_version_of(proc.pid)
-        idle = {"rss_kib": settled_rss_kib(proc.pid, args.settle), "status": c.status_fields(proc.pid),
-                "pids": c.tree_pids(proc.pid)}
+        idle = {"rss_kib": settled_rss_kib(proc.pid, args.settle), "pss_kib": settled_pss_kib(proc.pid),
+                "status": c.status_fields(proc.pid), "pids": c.tree_pids(proc.pid)}
         proc.stop()
         # the same with native memory tracking, for the JVM's own figures
         proc, _ = start_server("peregrine", log_dir, java_opts="-XX:NativeMemoryTracking=summary")
@@ -362,7 +420,11 @@ def main(argv=None) -> int:
         if not args.no_uvicorn:
             proc, _ = start_server("uvicorn", log_dir)
             result["idle"]["uvicorn_rss_kib"] = settled_rss_kib(proc.pid, args.settle)
+            result["idle"]["uvicorn_pss_kib"] = settled_pss_kib(proc.pid)
             proc.stop()
+        # (c) several workers
+        if args.workers:
+            result["workers"] = workers_test(args, log_dir)
         # (b) idle connections
         result["connections"] = [connections_test("peregrine", args, log_dir)]
         if not args.no_attribution:
@@ -391,12 +453,15 @@ def markdown(result: dict, args) -> str:
         lines += ["Idle, after 300 requests and a rest; RSS of the whole process tree.", "",
                   "| What | MiB |", "| --- | ---: |",
                   f"| **Peregrine worker serving the FastAPI app, idle RSS** | **{mib(p['rss_kib'])}** |",
+                  f"| the same, PSS | {mib(p.get('pss_kib'))} |",
                   f"| plain `python -c \"import fastapi_app\"` in the same venv: estimate of Python + the app | "
                   f"{mib(idle['plain_python_fastapi_app_rss_kib'])} |",
                   f"| plain `python -c pass`: the interpreter alone | {mib(idle['plain_python_bare_rss_kib'])} |"]
         if "uvicorn_rss_kib" in idle:
             lines.append(f"| uvicorn (httptools, uvloop) serving the same app, idle RSS, for reference | "
                          f"{mib(idle['uvicorn_rss_kib'])} |")
+        if "uvicorn_pss_kib" in idle:
+            lines.append(f"| uvicorn, PSS | {mib(idle['uvicorn_pss_kib'])} |")
         lines += ["", "Split of the resident memory, from a second run with -XX:NativeMemoryTracking=summary "
                   f"(RSS {mib(idle['peregrine_nmt_rss_kib'])} MiB): `jcmd PID System.map` gives the resident size "
                   "of each mapping and the JVM's category of its own; NMT gives the JVM's malloc total. "
@@ -421,6 +486,22 @@ def markdown(result: dict, args) -> str:
         top = sorted(nmt["categories"].items(), key=lambda kv: -kv[1]["committed_kib"])[:8]
         lines += ["", "Largest JVM categories (NMT, committed MiB): "
                   + ", ".join(f"{k} {mib(v['committed_kib'])}" for k, v in top) + ".", ""]
+    workers = result.get("workers")
+    if workers:
+        lines += [f"`--workers {workers[0]['workers']}`, after 300 requests over new connections and a rest. The "
+                  "supervisor (uvicorn's and gunicorn's master) is the first process of the tree; PSS counts the "
+                  "pages the processes share once over the tree.", "",
+                  "| Server, app | supervisor RSS / PSS (MiB) | each worker RSS / PSS (MiB, median) | total RSS | "
+                  "**total PSS** |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in workers:
+            head = [p for p in r["processes"] if p["role"] == "supervisor"]
+            rest = [p for p in r["processes"] if p["role"] == "worker"]
+            sup = f"{mib(head[0]['rss_kib'])} / {mib(head[0]['pss_kib'])}" if head else "n/a"
+            each = (f"{mib(c.median([p['rss_kib'] for p in rest]))} / {mib(c.median([p['pss_kib'] for p in rest]))}"
+                    if rest else "n/a")
+            lines.append(f"| {r['server']}, {r['app'].split('_')[0]} | {sup} | {each} | {mib(r['rss_kib'])} | "
+                         f"**{mib(r['pss_kib'])}** |")
+        lines.append("")
     conns = result.get("connections")
     if conns:
         lines += [f"{args.connections:,} idle keep-alive connections (each sent one `GET /` and read the answer). "

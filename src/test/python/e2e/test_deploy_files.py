@@ -2,11 +2,12 @@
 
 k8s/: the kinds and API versions, selectors that match the pods, probes on the health path and the
 application port, scraping on the metrics port, a grace period that covers the drain delay and the
-graceful timeout. deploy/Containerfile: a final stage that runs bin/peregrine as a non-root user and
-stops it with SIGTERM. deploy/peregrine.service with deploy/peregrine.env: reload by SIGHUP, a stop
-timeout that covers the drain. Every PEREGRINE_* variable these files set must name an option that
-`bin/peregrine --help` lists (or a variable bin/peregrine itself reads) and hold a value of that
-option's kind, so a renamed option or a typo fails here rather than in a cluster."""
+graceful timeout. deploy/Containerfile: a final stage that installs the wheel of bin/build-wheel (and
+no JDK) and runs its peregrine command as a non-root user, stopped with SIGTERM.
+deploy/peregrine.service with deploy/peregrine.env: reload by SIGHUP, a stop timeout that covers the
+drain. Every PEREGRINE_* variable these files set must name an option that `bin/peregrine --help`
+lists (or a variable a launcher itself reads) and hold a value of that option's kind, so a renamed
+option or a typo fails here rather than in a cluster."""
 
 import json
 import re
@@ -69,9 +70,13 @@ def variables(options):
 
 @pytest.fixture(scope="module")
 def launcher_variables():
-    """The PEREGRINE_* variables bin/peregrine reads itself (JVM options, where JDKs are)."""
-    names = set(re.findall(r"\bPEREGRINE_[A-Z_]+\b", (REPO_ROOT / "bin" / "peregrine").read_text()))
-    assert "PEREGRINE_JAVA_OPTS" in names
+    """The PEREGRINE_* variables the launchers read themselves (JVM options, where JDKs are): bin/peregrine
+    and the pip package's command."""
+    names = set()
+    for launcher in (REPO_ROOT / "bin" / "peregrine", REPO_ROOT / "src" / "main" / "python" / "peregrine" / "_launcher.py"):
+        found = set(re.findall(r"\bPEREGRINE_[A-Z_]+\b", launcher.read_text()))
+        assert "PEREGRINE_JAVA_OPTS" in found, launcher
+        names |= found
     return names
 
 
@@ -315,15 +320,24 @@ def image_stages():
     return stages(dockerfile_instructions((DEPLOY / "Containerfile").read_text()))
 
 
-def test_image_is_built_from_the_fast_jar(image_stages):
+def test_image_installs_the_wheel_and_no_jdk(image_stages):
     *builders, (base, final) = image_stages
-    assert builders, "a build stage runs Maven"
+    assert builders, "a build stage builds the wheel"
     build_base, build = builders[0]
     stage_name = build_base.split()[-1]
-    assert any(k == "RUN" and "mvnw" in a and "package" in a for k, a in build)
-    assert any(k == "COPY" and "--from=%s" % stage_name in a and "target/quarkus-app" in a for k, a in final)
+    assert any(k == "COPY" and "bin/build-wheel" in a for k, a in build)
+    assert any(k == "RUN" and "bin/build-wheel" in a for k, a in build)
+    assert any(k == "COPY" and "--from=%s" % stage_name in a and "target/wheels" in a for k, a in final)
     assert base.startswith("python:${PYTHON_VERSION}")
-    assert any(k == "COPY" and "bin/peregrine" in a for k, a in final)
+    assert any(k == "RUN" and re.search(r"pip install .*peregrine_server-\*\.whl", a) for k, a in final)
+    # The wheel carries the Java runtime: nothing else brings one, nor points at one.
+    assert not any(k == "COPY" and re.search(r"--from=\S*(temurin|jdk|jre|openjdk)", a) for k, a in final)
+    assert "JAVA_HOME" not in environment_of(final)
+    # Everything the wheel's build reads is let into the build context.
+    allowed = (DEPLOY / "Containerfile.dockerignore").read_text().splitlines()
+    for needed in ("mvnw", "pom.xml", "src/main", "src/test/python/apps/raw_asgi.py", "bin/build-wheel",
+                   "bin/jvm-options"):
+        assert "!" + needed in allowed, needed
 
 
 def test_containerfile_final_stage_declares_a_non_root_user_sigterm_an_exec_entrypoint_and_the_served_port(image_stages, variables, launcher_variables):

@@ -10,7 +10,12 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The interpreter the application was installed for, and the shared libpython that embeds it: the
- * virtualenv of --venv, else $VIRTUAL_ENV (unless --no-auto-venv), else the python3 on PATH.
+ * virtualenv of --venv, else the interpreter named by $PEREGRINE_PYTHON, else $VIRTUAL_ENV (unless
+ * --no-auto-venv), else the python3 on PATH.
+ *
+ * <p>The launcher of the pip package sets PEREGRINE_PYTHON to the interpreter it was installed into
+ * (its sys.executable), so that `peregrine` serves with that interpreter's packages as uvicorn does,
+ * whichever virtualenv happens to be active.
  */
 public record PythonInstall(Path executable, Path library, String version, String prefix) {
 
@@ -32,10 +37,17 @@ public record PythonInstall(Path executable, Path library, String version, Strin
         }
     }
 
+    /** The interpreter chosen by whoever started the server (the pip package's launcher). */
+    public static final String PYTHON_ENV = "PEREGRINE_PYTHON";
+
     public static PythonInstall locate(Path venv, boolean autoVenv, Map<String, String> environment) {
         Path python;
+        String chosen = environment.get(PYTHON_ENV);
         if (venv != null) {
             python = venvPython(venv, "--venv");
+        } else if (chosen != null && !chosen.isBlank()) {
+            python = Path.of(chosen);
+            if (!Files.isExecutable(python)) throw new Unusable(PYTHON_ENV + " " + chosen + " is not an executable Python");
         } else if (autoVenv && environment.get("VIRTUAL_ENV") != null && !environment.get("VIRTUAL_ENV").isBlank()) {
             python = venvPython(Path.of(environment.get("VIRTUAL_ENV")), "VIRTUAL_ENV");
         } else {
