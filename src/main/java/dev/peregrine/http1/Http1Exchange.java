@@ -40,6 +40,7 @@ final class Http1Exchange extends LoopExchange {
     private boolean keepAlive;
     /** Bytes of the declared Content-Length not yet sent; maintained by the framing. */
     long lengthLeft;
+
     Http1Exchange(Http1Connection connection, ChannelHandlerContext ctx, RequestHead head, InetSocketAddress peer, long startNanos) {
         super(ctx.channel(), peer, connection.settings().scheme(), startNanos);
         this.connection = connection;
