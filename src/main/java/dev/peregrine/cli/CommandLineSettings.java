@@ -3,6 +3,7 @@ package dev.peregrine.cli;
 import dev.peregrine.config.AppSettings;
 import dev.peregrine.config.ConfigException;
 import dev.peregrine.config.EdgeSettings;
+import dev.peregrine.config.EdgeSettings.StaticMount;
 import dev.peregrine.config.LimitSettings;
 import dev.peregrine.config.ListenSettings;
 import dev.peregrine.config.LogFormat;
@@ -16,6 +17,8 @@ import dev.peregrine.config.TrustedProxies;
 import dev.peregrine.config.WebSocketSettings;
 import dev.peregrine.config.WorkerSettings;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -55,7 +58,7 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), on(c.compressStatic)),
                 operations(c, listen));
     }
 
@@ -151,6 +154,28 @@ public final class CommandLineSettings {
         return path;
     }
 
+    /**
+     * Each --static-dir PREFIX=DIR. The prefix is kept without a trailing slash, so that "/static" and
+     * "/static/" mount the same; the directory must exist when the server starts.
+     */
+    private static List<StaticMount> staticMounts(List<String> pairs) {
+        List<StaticMount> mounts = new ArrayList<>();
+        for (String pair : pairs) {
+            int eq = pair.indexOf('=');
+            if (eq < 0) throw new ConfigException("invalid value for option '--static-dir': '" + pair + "' is not PREFIX=DIR");
+            String prefix = pair.substring(0, eq), dir = pair.substring(eq + 1);
+            if (!prefix.startsWith("/") || prefix.chars().anyMatch(ch -> ch <= ' ' || ch == '?' || ch == '#' || ch == '%' || ch >= 0x7f)) {
+                throw new ConfigException("invalid value for option '--static-dir': the prefix '" + prefix + "' is not an absolute path (it must start with /)");
+            }
+            while (prefix.length() > 1 && prefix.endsWith("/")) prefix = prefix.substring(0, prefix.length() - 1);
+            if (dir.isEmpty() || !Files.isDirectory(Path.of(dir))) {
+                throw new ConfigException("invalid value for option '--static-dir': '" + dir + "' is not a directory");
+            }
+            mounts.add(new StaticMount(prefix, Path.of(dir).toAbsolutePath()));
+        }
+        return List.copyOf(mounts);
+    }
+
     private static TrustedProxies trustedProxies(String list) {
         try {
             return TrustedProxies.parse(list);
@@ -180,7 +205,6 @@ public final class CommandLineSettings {
         asked.put("--acme-staging", on(c.acmeStaging));
         asked.put("--acme-directory", c.acmeDirectory != null);
         asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
-        asked.put("--static-dir", !c.staticDir.isEmpty());
         asked.put("--rate-limit", c.rateLimit != null);
         asked.put("--rate-limit-burst", c.rateLimitBurst != null);
         asked.put("--cache-size", c.cacheSize != null);

@@ -1,6 +1,7 @@
 package dev.peregrine.edge;
 
 import dev.peregrine.config.EdgeSettings;
+import dev.peregrine.edge.statics.StaticFiles;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 
@@ -18,7 +19,8 @@ import java.util.List;
  *   <li>the health check: a probe is answered before anything could refuse or delay it, and is never
  *       rate limited;</li>
  *   <li>the rate limit (to come): a client past its budget costs the server as little as possible;</li>
- *   <li>static files (to come): answered from disk, never by the application;</li>
+ *   <li>static files ({@link StaticFiles}, --static-dir): answered from disk on the I/O thread, never by
+ *       the application;</li>
  *   <li>the response cache (to come): a hit is answered without the application, a miss is stored on
  *       its way out;</li>
  *   <li>compression (to come), on the way out: it wraps the exchange, so it sees the responses of the
@@ -33,6 +35,7 @@ public final class EdgeChain {
         List<EdgeStage> stages = new ArrayList<>();
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
+        if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts()));
         entry = link(stages, application);
     }
 

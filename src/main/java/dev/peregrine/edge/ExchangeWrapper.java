@@ -1,6 +1,7 @@
 package dev.peregrine.edge;
 
 import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
@@ -32,6 +33,11 @@ public abstract class ExchangeWrapper implements HttpExchange {
     @Override public boolean writable() { return wrapped.writable(); }
     @Override public void whenWritable(Runnable task) { wrapped.whenWritable(task); }
     @Override public boolean disconnected() { return wrapped.disconnected(); }
+
+    @Override
+    public void sendFile(ResponseHead head, FileBody body) {
+        wrapped.sendFile(head, body);
+    }
 
     @Override
     public final void send(ResponseHead head, ByteBuf body, boolean last) {

@@ -42,6 +42,16 @@ public interface HttpExchange {
      */
     void send(ResponseHead head, ByteBuf body, boolean last, WakeupBatch batch);
 
+    /**
+     * Sends a complete response whose body is read from a file: {@code head} must declare the body's
+     * Content-Length. Takes ownership of body (its file is closed once sent). Any thread; the file is
+     * read on the connection's I/O thread. A transport that can have the kernel copy the file to the
+     * socket overrides this.
+     */
+    default void sendFile(ResponseHead head, FileBody body) {
+        FileSender.send(this, head, body);
+    }
+
     /** Ends the exchange without a complete response: the connection is closed. Any thread. */
     void abort();
 

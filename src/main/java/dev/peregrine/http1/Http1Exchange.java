@@ -1,5 +1,7 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.FileBody;
+import dev.peregrine.http.FileSender;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.Refusal;
@@ -7,7 +9,10 @@ import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.DefaultFileRegion;
+import io.netty.handler.ssl.SslHandler;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -205,6 +210,33 @@ final class Http1Exchange extends LoopExchange {
             out = append(alloc, out, framed);
             if (out != null) ctx.writeAndFlush(out);
         }
+    }
+
+    /**
+     * Without TLS, a body that is one region of a file is handed to Netty as a {@link DefaultFileRegion}:
+     * the kernel copies it from the page cache to the socket (sendfile), and the file is never read
+     * into the JVM. With TLS, or for several regions, it is read in chunks ({@link FileSender}).
+     */
+    @Override
+    public void sendFile(ResponseHead responseHead, FileBody body) {
+        onLoop(() -> {
+            FileBody.Region region = body.singleRegion();
+            if (region == null || ctx.pipeline().get(SslHandler.class) != null) {
+                FileSender.send(this, responseHead, body);
+                return;
+            }
+            write(responseHead, null, false, 0);
+            if (disconnected() || done || framing != ResponseEncoder.Framing.LENGTH || region.length() == 0) {
+                body.close();
+            } else {
+                long length = Math.min(region.length(), lengthLeft);
+                lengthLeft -= length;
+                bytesSent += length;
+                // A file that shrank under sendfile fails the write: the connection closes, never sending other bytes.
+                ctx.write(new DefaultFileRegion(body.file(), region.offset(), length)).addListener(ChannelFutureListener.CLOSE_ON_FAILURE);
+            }
+            write(null, null, true, 0);
+        });
     }
 
     private ByteBuf append(ByteBufAllocator alloc, ByteBuf first, ByteBuf second) {

@@ -1,0 +1,126 @@
+package dev.peregrine.edge.statics;
+
+import dev.peregrine.http.PercentDecoder;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Maps the path of a request to a file under one root, refusing whatever could reach outside it or
+ * show what is hidden: the path is percent-decoded once, and refused when it has an encoded slash or
+ * backslash, a NUL, a backslash, an empty segment, or any segment that starts with a dot (which covers
+ * {@code .} and {@code ..}, dotfiles and dot-directories). The file found must then have its real path
+ * (symlinks resolved) under the root's, itself resolved once at start, again without a dot-named part.
+ */
+final class SafePaths {
+    private final Path root;
+
+    /** What a request path leads to. */
+    sealed interface Found permits File, Directory, Missing {}
+
+    /** A regular file that may be served; {@code path} is its real path. */
+    record File(Path path, long size, long modifiedMicros) implements Found {
+        /** A strong entity tag of size and modification time: it changes whenever the content may have. */
+        String etag() {
+            return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "\"";
+        }
+
+        long modifiedSeconds() {
+            return Math.floorDiv(modifiedMicros, 1_000_000L);
+        }
+    }
+
+    /** A directory asked without its trailing slash. */
+    record Directory() implements Found {}
+
+    /** Nothing to serve: 404. */
+    record Missing() implements Found {}
+
+    private static final Missing MISSING = new Missing();
+
+    /** {@code root}: a real path (no symlinks left in it). */
+    SafePaths(Path root) {
+        this.root = root;
+    }
+
+    /** The request path after the mount's prefix, data[start, start+length): empty, or starting with '/'. */
+    Found find(byte[] data, int start, int length) {
+        if (length == 0) return new Directory();
+        if (hasEncodedSeparator(data, start, length)) return MISSING;
+        byte[] decoded = PercentDecoder.decode(data, start, length);
+        if (decoded == null) decoded = Arrays.copyOfRange(data, start, start + length);
+        String path;
+        try {
+            path = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(decoded)).toString();
+        } catch (CharacterCodingException e) {
+            return MISSING;
+        }
+        if (path.indexOf('\0') >= 0 || path.indexOf('\\') >= 0) return MISSING;
+        String[] segments = path.split("/", -1);
+        boolean slash = false;
+        Path target = root;
+        for (int i = 1; i < segments.length; i++) {
+            String segment = segments[i];
+            if (segment.isEmpty()) {
+                if (i != segments.length - 1) return MISSING;
+                slash = true;
+            } else {
+                if (segment.charAt(0) == '.') return MISSING;
+                target = target.resolve(segment);
+            }
+        }
+        try {
+            File file = regularFile(target);
+            if (file != null) return slash ? MISSING : file;
+            if (!isDirectory(target)) return MISSING;
+            if (!slash) return new Directory();
+            File index = regularFile(target.resolve("index.html"));
+            return index != null ? index : MISSING;
+        } catch (IOException | SecurityException e) {
+            return MISSING;
+        }
+    }
+
+    /** The file at {@code path} when it is a regular file whose real path is inside the root, else null. */
+    File regularFile(Path path) throws IOException {
+        Path real = inside(path);
+        if (real == null) return null;
+        BasicFileAttributes attributes = Files.readAttributes(real, BasicFileAttributes.class);
+        if (!attributes.isRegularFile()) return null;
+        return new File(real, attributes.size(), attributes.lastModifiedTime().to(TimeUnit.MICROSECONDS));
+    }
+
+    private boolean isDirectory(Path path) throws IOException {
+        Path real = inside(path);
+        return real != null && Files.isDirectory(real);
+    }
+
+    /** The real path of {@code path} when it exists and lies under the root without a dot-named part, else null. */
+    private Path inside(Path path) throws IOException {
+        if (!Files.exists(path)) return null;
+        Path real = path.toRealPath();
+        if (!real.startsWith(root)) return null;
+        for (Path part : root.relativize(real)) {
+            if (part.toString().startsWith(".")) return null;
+        }
+        return real;
+    }
+
+    private static boolean hasEncodedSeparator(byte[] data, int start, int length) {
+        for (int i = start; i + 2 < start + length; i++) {
+            if (data[i] != '%') continue;
+            byte hi = data[i + 1], lo = (byte) (data[i + 2] | 0x20);
+            if ((hi == '2' && lo == 'f') || (hi == '5' && lo == 'c')) return true;
+        }
+        return false;
+    }
+}
