@@ -1,7 +1,6 @@
 package dev.peregrine.edge;
 
 import dev.peregrine.config.EdgeSettings;
-import dev.peregrine.edge.statics.StaticFiles;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 

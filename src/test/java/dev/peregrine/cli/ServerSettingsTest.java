@@ -156,7 +156,6 @@ class ServerSettingsTest {
                 arguments("--acme-staging", "--acme-staging"),
                 arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
                 arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
-                arguments("--static-dir", "--static-dir /a=b"),
                 arguments("--rate-limit", "--rate-limit 100/s"),
                 arguments("--rate-limit-burst", "--rate-limit-burst 10"),
                 arguments("--cache-size", "--cache-size 64"),
@@ -265,6 +264,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
+            "--static-dir",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 

@@ -1,7 +1,6 @@
-package dev.peregrine.edge.statics;
+package dev.peregrine.edge;
 
 import dev.peregrine.config.EdgeSettings.StaticMount;
-import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpDate;
@@ -29,7 +28,7 @@ import java.util.concurrent.ThreadLocalRandom;
  * <p>The disk is read on the I/O thread, as nginx does without its thread pools: a stat and an open of
  * a file in the page cache cost microseconds, less than a hand-over to another thread would.
  */
-public final class StaticFiles implements EdgeStage {
+final class StaticFiles implements EdgeStage {
     private static final byte[] NOT_FOUND = "Not Found\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] NOT_ALLOWED = "Method Not Allowed\n".getBytes(StandardCharsets.US_ASCII);
 
@@ -38,7 +37,7 @@ public final class StaticFiles implements EdgeStage {
     /** A prefix as bytes, and its directory with its real path resolved once, at start. */
     private record Mount(byte[] prefix, SafePaths paths) {}
 
-    public StaticFiles(List<StaticMount> mounts) {
+    StaticFiles(List<StaticMount> mounts) {
         List<Mount> resolved = new ArrayList<>();
         for (StaticMount mount : mounts) {
             try {

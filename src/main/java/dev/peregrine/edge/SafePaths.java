@@ -1,4 +1,4 @@
-package dev.peregrine.edge.statics;
+package dev.peregrine.edge;
 
 import dev.peregrine.http.PercentDecoder;
 

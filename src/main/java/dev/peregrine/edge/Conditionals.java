@@ -1,4 +1,4 @@
-package dev.peregrine.edge.statics;
+package dev.peregrine.edge;
 
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;

@@ -1,0 +1,593 @@
+"""Static files end to end (--static-dir, issue 16 items 1-7 and 9): matching and the option's errors,
+safe paths (each traversal case on its own), methods, response headers, preconditions, byte ranges,
+sendfile on plain HTTP/1.1 (proved with strace) and chunked reads over TLS and HTTP/2, a file cut
+short while it is sent, a 1 GiB file to a slow reader with bounded RSS, and Django's admin files.
+
+Clients: raw sockets (RawConn) where the path must reach the server exactly as written (httpx and
+curl would normalize ``..``), httpx for HTTP/1.1, TLS and HTTP/2, curl for its range handling.
+"""
+
+import hashlib
+import os
+import re
+import socket
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import free_port, poll
+from test_tls import certs, wait_tls_ready  # noqa: F401 (certs is the module-scoped fixture making the test certificates)
+
+pytestmark = pytest.mark.peregrine_only
+
+APP = "raw_asgi:app"
+HELLO = b"hello, static\n"
+BIG = os.urandom(300 * 1024)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """root/ (served), outside/ (never served), and linkroot -> root (a root that is a symlink)."""
+    base = tmp_path_factory.mktemp("static")
+    root, outside = base / "root", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "hello.txt").write_bytes(HELLO)
+    (root / "big.bin").write_bytes(BIG)
+    (root / "style.css").write_text("body { color: red }\n")
+    (root / "app.js").write_text("console.log(1)\n")
+    (root / "data.json").write_text("{}\n")
+    (root / "logo.svg").write_text("<svg/>\n")
+    (root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "font.woff2").write_bytes(b"wOF2")
+    (root / "noextension").write_bytes(b"?")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "space name.txt").write_bytes(b"spaced\n")
+    (root / "caf\u00e9.txt").write_bytes(b"accent\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "index.html").write_text("<h1>index</h1>\n")
+    (root / "sub" / "page.html").write_text("<p>page</p>\n")
+    (root / "bare").mkdir()  # a directory without index.html
+    (root / ".env").write_text("SECRET=1\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n")
+    (outside / "secret.txt").write_text("outside secret\n")
+    (root / "inside-link.txt").symlink_to(root / "hello.txt")
+    (root / "outside-link.txt").symlink_to(outside / "secret.txt")
+    (root / "outside-dir").symlink_to(outside)
+    (root / "dot-link.txt").symlink_to(root / ".env")
+    (base / "linkroot").symlink_to(root)
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(start_module_server, tree):
+    return start_module_server(APP, "--static-dir", "/static=%s" % (tree / "root"),
+                               "--static-dir", "/linked/=%s" % (tree / "linkroot"))
+
+
+def raw_get(server, path, method="GET", headers=None):
+    with server.raw() as conn:
+        return conn.request(method, path, headers=headers)
+
+
+# ---------------------------------------------------------------------------
+# 1. Option and matching
+
+
+def test_file_under_prefix_is_served(server):
+    r = server.get("/static/hello.txt")
+    assert r.status_code == 200
+    assert r.content == HELLO
+
+
+def test_outside_the_prefix_goes_to_the_application(server):
+    assert server.get("/").text == "hello, asgi"
+    # a path that only starts like the prefix is not under it
+    assert server.get("/staticky").text == "not found: /staticky"
+
+
+def test_missing_file_under_prefix_is_a_404_from_the_server(server):
+    r = server.get("/static/nope.txt")
+    assert r.status_code == 404
+    assert r.text == "Not Found\n"
+
+
+def test_second_mount_with_a_root_that_is_a_symlink(server):
+    r = server.get("/linked/hello.txt")
+    assert r.status_code == 200 and r.content == HELLO
+    assert raw_get(server, "/linked/outside-link.txt").status == 404
+
+
+def test_environment_gives_comma_separated_pairs(start_server, tree):
+    env = {"PEREGRINE_STATIC_DIR": "/a=%s,/b=%s" % (tree / "root", tree / "root" / "sub")}
+    s = start_server(APP, env=env)
+    assert s.get("/a/hello.txt").content == HELLO
+    assert s.get("/b/page.html").text == "<p>page</p>\n"
+
+
+@pytest.mark.parametrize("value, says", [
+    ("static", "PREFIX=DIR"),
+    ("static=.", "must start with /"),
+    ("/static=/no/such/directory", "not a directory"),
+])
+def test_bad_pair_is_refused_with_one_line_and_exit_2(start_server, value, says):
+    s = start_server(APP, "--static-dir", value, wait=False)
+    assert s.wait_exit() == 2
+    lines = [l for l in s.complete_output().splitlines() if l.strip()]
+    assert len(lines) == 1, lines
+    assert "--static-dir" in lines[0] and says in lines[0]
+
+
+# ---------------------------------------------------------------------------
+# 2. Safe paths: each case on its own, sent byte for byte
+
+
+@pytest.mark.parametrize("path", [
+    "/static/../outside/secret.txt",
+    "/static/sub/../../outside/secret.txt",
+    "/static/%2e%2e/outside/secret.txt",
+    "/static/sub/%2E%2E/hello.txt",
+    "/static/./hello.txt",
+    "/static/sub//page.html",
+    "/static/..%2foutside%2fsecret.txt",
+    "/static/sub%2fpage.html",
+    "/static/sub%2Fpage.html",
+    "/static/sub%5cpage.html",
+    "/static/sub\\page.html",
+    "/static/hello.txt%00.png",
+    "/static/.env",
+    "/static/%2eenv",
+    "/static/.git/config",
+    "/static/outside-link.txt",
+    "/static/outside-dir/secret.txt",
+    "/static/dot-link.txt",
+    "/static/hello.txt/",
+    "/static/bare/",
+    "/static/caf%e9.txt",
+])
+def test_unsafe_path_is_a_404(server, path):
+    r = raw_get(server, path)
+    assert r.status == 404, (path, r.status)
+    assert b"secret" not in r.body.lower() and b"SECRET" not in r.body
+
+
+def test_percent_decoding_is_done_once(server):
+    assert raw_get(server, "/static/space%20name.txt").body == b"spaced\n"
+    assert raw_get(server, "/static/caf%C3%A9.txt").body == b"accent\n"
+    # %2520 decodes once to %20, a name that does not exist
+    assert raw_get(server, "/static/space%2520name.txt").status == 404
+
+
+def test_symlink_inside_the_root_is_served(server):
+    assert raw_get(server, "/static/inside-link.txt").body == HELLO
+
+
+def test_directory_with_slash_serves_its_index(server):
+    r = server.get("/static/sub/")
+    assert r.status_code == 200
+    assert r.text == "<h1>index</h1>\n"
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+
+
+def test_directory_without_slash_is_redirected_keeping_the_query(server):
+    r = raw_get(server, "/static/sub?a=1&b=2")
+    assert r.status == 301
+    assert r.header("location") == "/static/sub/?a=1&b=2"
+    r = raw_get(server, "/static")
+    assert r.status == 301 and r.header("location") == "/static/"
+
+
+def test_no_directory_listing(server):
+    assert raw_get(server, "/static/").status == 404  # the root has no index.html
+
+
+# ---------------------------------------------------------------------------
+# 3. Methods
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+def test_other_methods_get_405_with_allow(server, method):
+    r = server.request(method, "/static/hello.txt")
+    assert r.status_code == 405
+    assert r.headers["allow"] == "GET, HEAD"
+
+
+def test_head_sends_exactly_the_headers_of_get(server):
+    def comparable(r):
+        return [(n, v) for n, v in r.headers if n.lower() != "date"]
+
+    get, head = raw_get(server, "/static/big.bin"), raw_get(server, "/static/big.bin", method="HEAD")
+    assert head.status == 200 and head.body == b""
+    assert comparable(head) == comparable(get)
+
+
+# ---------------------------------------------------------------------------
+# 4. Response headers
+
+
+@pytest.mark.parametrize("name, content_type", [
+    ("hello.txt", "text/plain; charset=utf-8"),
+    ("style.css", "text/css; charset=utf-8"),
+    ("app.js", "text/javascript; charset=utf-8"),
+    ("sub/page.html", "text/html; charset=utf-8"),
+    ("data.json", "application/json"),
+    ("logo.svg", "image/svg+xml"),
+    ("pic.png", "image/png"),
+    ("font.woff2", "font/woff2"),
+    ("noextension", "application/octet-stream"),
+])
+def test_content_type_from_the_table(server, name, content_type):
+    assert server.get("/static/" + name).headers["content-type"] == content_type
+
+
+def test_validators_and_lengths(server, tree):
+    r = server.get("/static/big.bin")
+    stat = (tree / "root" / "big.bin").stat()
+    assert r.headers["content-length"] == str(len(BIG))
+    assert r.headers["accept-ranges"] == "bytes"
+    assert r.headers["etag"] == '"%x-%x"' % (stat.st_size, stat.st_mtime_ns // 1000)
+    assert r.headers["last-modified"] == time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(int(stat.st_mtime)))
+    assert r.content == BIG
+
+
+def test_etag_changes_with_the_file(start_server, tmp_path):
+    (tmp_path / "f.txt").write_text("one\n")
+    s = start_server(APP, "--static-dir", "/s=%s" % tmp_path)
+    first = s.get("/s/f.txt").headers["etag"]
+    (tmp_path / "f.txt").write_text("two two\n")
+    r = s.get("/s/f.txt")
+    assert r.text == "two two\n" and r.headers["etag"] != first
+
+
+# ---------------------------------------------------------------------------
+# 5. Conditional requests
+
+
+@pytest.fixture(scope="module")
+def validators(server):
+    r = server.get("/static/hello.txt")
+    return r.headers["etag"], r.headers["last-modified"]
+
+
+def test_if_none_match_its_tag_is_304(server, validators):
+    etag, last_modified = validators
+    r = server.get("/static/hello.txt", headers={"if-none-match": etag})
+    assert r.status_code == 304 and r.content == b""
+    assert r.headers["etag"] == etag and r.headers["last-modified"] == last_modified
+
+
+def test_if_none_match_list_weak_comparison_and_star(server, validators):
+    etag, _ = validators
+    for value in ('"other", %s' % etag, "W/" + etag, '"a", W/"b",W/%s' % etag, "*"):
+        assert server.get("/static/hello.txt", headers={"if-none-match": value}).status_code == 304, value
+    assert server.get("/static/hello.txt", headers={"if-none-match": '"other"'}).status_code == 200
+
+
+def test_if_modified_since(server, validators):
+    _, last_modified = validators
+    assert server.get("/static/hello.txt", headers={"if-modified-since": last_modified}).status_code == 304
+    assert server.get("/static/hello.txt", headers={"if-modified-since": "Sat, 01 Jan 2000 00:00:00 GMT"}).status_code == 200
+    assert server.get("/static/hello.txt", headers={"if-modified-since": "not a date"}).status_code == 200
+
+
+def test_if_modified_since_is_ignored_with_if_none_match(server, validators):
+    _, last_modified = validators
+    r = server.get("/static/hello.txt", headers={"if-none-match": '"other"', "if-modified-since": last_modified})
+    assert r.status_code == 200
+
+
+def test_if_match_and_if_unmodified_since_give_412(server, validators):
+    etag, last_modified = validators
+    assert server.get("/static/hello.txt", headers={"if-match": '"other"'}).status_code == 412
+    assert server.get("/static/hello.txt", headers={"if-match": "W/" + etag}).status_code == 412  # strong comparison
+    assert server.get("/static/hello.txt", headers={"if-match": etag}).status_code == 200
+    assert server.get("/static/hello.txt", headers={"if-match": "*"}).status_code == 200
+    assert server.get("/static/hello.txt", headers={"if-unmodified-since": "Sat, 01 Jan 2000 00:00:00 GMT"}).status_code == 412
+    assert server.get("/static/hello.txt", headers={"if-unmodified-since": last_modified}).status_code == 200
+
+
+def test_if_range_with_its_tag_or_date_gives_the_range(server, validators):
+    etag, last_modified = validators
+    for value in (etag, last_modified):
+        r = server.get("/static/hello.txt", headers={"range": "bytes=0-4", "if-range": value})
+        assert r.status_code == 206 and r.content == HELLO[:5], value
+
+
+def test_if_range_weak_or_mismatched_gives_the_whole_file(server, validators):
+    etag, _ = validators
+    for value in ("W/" + etag, '"other"', "Sat, 01 Jan 2000 00:00:00 GMT"):
+        r = server.get("/static/hello.txt", headers={"range": "bytes=0-4", "if-range": value})
+        assert r.status_code == 200 and r.content == HELLO, value
+
+
+def test_304_wins_over_range(server, validators):
+    etag, _ = validators
+    r = server.get("/static/hello.txt", headers={"range": "bytes=0-4", "if-none-match": etag})
+    assert r.status_code == 304
+
+
+def test_head_with_if_none_match_is_304(server, validators):
+    etag, _ = validators
+    assert server.request("HEAD", "/static/hello.txt", headers={"if-none-match": etag}).status_code == 304
+
+
+# ---------------------------------------------------------------------------
+# 6. Byte ranges
+
+
+@pytest.mark.parametrize("spec, first, last", [
+    ("bytes=0-99", 0, 99),
+    ("bytes=100-", 100, len(BIG) - 1),
+    ("bytes=-100", len(BIG) - 100, len(BIG) - 1),
+    ("bytes=1000-999999999", 1000, len(BIG) - 1),
+    ("bytes=-999999999", 0, len(BIG) - 1),
+    ("BYTES = 5-5", 5, 5),
+])
+def test_single_range_is_206(server, spec, first, last):
+    r = server.get("/static/big.bin", headers={"range": spec})
+    assert r.status_code == 206
+    assert r.headers["content-range"] == "bytes %d-%d/%d" % (first, last, len(BIG))
+    assert r.headers["content-length"] == str(last - first + 1)
+    assert r.content == BIG[first:last + 1]
+
+
+def test_curl_range(server, tmp_path):
+    out = tmp_path / "part"
+    subprocess.run(["curl", "-sf", "-r", "10-19", "-o", str(out), server.url + "/static/big.bin"], check=True, timeout=30)
+    assert out.read_bytes() == BIG[10:20]
+
+
+def parse_multipart(content_type, body):
+    boundary = re.search(r"boundary=(\S+)", content_type).group(1).encode()
+    parts = []
+    for chunk in body.split(b"--" + boundary)[1:]:
+        if chunk.startswith(b"--"):
+            break
+        head, _, data = chunk.partition(b"\r\n\r\n")
+        headers = dict(line.split(b": ", 1) for line in head.strip().split(b"\r\n"))
+        parts.append((headers[b"content-range"].decode(), data[:-2]))  # the CRLF before the next boundary
+    return parts
+
+
+def test_several_ranges_are_multipart_byteranges(server):
+    r = server.get("/static/big.bin", headers={"range": "bytes=0-9, 200-299,-5"})
+    assert r.status_code == 206
+    assert r.headers["content-type"].startswith("multipart/byteranges; boundary=")
+    assert int(r.headers["content-length"]) == len(r.content)
+    assert parse_multipart(r.headers["content-type"], r.content) == [
+        ("bytes 0-9/%d" % len(BIG), BIG[0:10]),
+        ("bytes 200-299/%d" % len(BIG), BIG[200:300]),
+        ("bytes %d-%d/%d" % (len(BIG) - 5, len(BIG) - 1, len(BIG)), BIG[-5:]),
+    ]
+
+
+def test_multipart_with_curl(server):
+    out = subprocess.run(["curl", "-sf", "-r", "0-1,4-5", server.url + "/static/hello.txt"],
+                         check=True, timeout=30, stdout=subprocess.PIPE).stdout
+    assert b"content-range: bytes 0-1/14\r\n\r\nhe\r\n" in out
+    assert b"content-range: bytes 4-5/14\r\n\r\no,\r\n" in out
+
+
+def test_overlapping_or_too_many_ranges_get_the_whole_file(server):
+    for spec in ("bytes=0-99,50-150", "bytes=" + ",".join("%d-%d" % (i * 10, i * 10 + 1) for i in range(17))):
+        r = server.get("/static/big.bin", headers={"range": spec})
+        assert r.status_code == 200 and r.content == BIG, spec
+    r = server.get("/static/big.bin", headers={"range": "bytes=" + ",".join("%d-%d" % (i * 10, i * 10 + 1) for i in range(16))})
+    assert r.status_code == 206
+
+
+def test_unsatisfiable_range_is_416(server):
+    for spec in ("bytes=%d-" % len(BIG), "bytes=999999999-999999999", "bytes=-0"):
+        r = server.get("/static/big.bin", headers={"range": spec})
+        assert r.status_code == 416, spec
+        assert r.headers["content-range"] == "bytes */%d" % len(BIG)
+    assert server.get("/static/empty.txt", headers={"range": "bytes=0-0"}).status_code == 416
+
+
+def test_malformed_range_is_ignored(server):
+    for spec in ("bytes=5-1", "bytes=a-b", "pages=1-2", "bytes=1-2-3"):
+        r = server.get("/static/big.bin", headers={"range": spec})
+        assert r.status_code == 200 and len(r.content) == len(BIG), spec
+
+
+def test_head_ignores_range(server):
+    r = server.request("HEAD", "/static/big.bin", headers={"range": "bytes=0-9"})
+    assert r.status_code == 200 and r.headers["content-length"] == str(len(BIG))
+
+
+# ---------------------------------------------------------------------------
+# 7. Sending: sendfile on plain HTTP/1.1, chunks over TLS and HTTP/2
+
+
+def java_pid(server):
+    """The JVM of the server: bin/peregrine's process or a descendant of it in its session."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != server.proc.pid:
+                continue
+            if (entry / "comm").read_text().strip() == "java":
+                return int(entry.name)
+        except (OSError, ProcessLookupError):
+            continue
+    raise AssertionError("no java process in the server's session")
+
+
+def strace_sendfile(pid, out_path):
+    """strace attached to every thread of pid, tracing sendfile; returns the process once attached."""
+    proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=sendfile", "-o", str(out_path), "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # strace prints nothing on attach with -qq: wait until the tracer shows in the tracee's status
+    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                                for line in Path("/proc/%d/status" % pid).read_text().splitlines()), timeout=20)
+    assert attached, "strace did not attach"
+    return proc
+
+
+def test_plain_http11_uses_sendfile(start_server, tree, tmp_path):
+    s = start_server(APP, "--static-dir", "/static=%s" % (tree / "root"))
+    pid = java_pid(s)
+    trace = tmp_path / "trace"
+    tracer = strace_sendfile(pid, trace)
+    try:
+        assert s.get("/static/big.bin").content == BIG
+        assert s.get("/static/big.bin", headers={"range": "bytes=100-"}).content == BIG[100:]
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    calls = [line for line in trace.read_text().splitlines() if "sendfile(" in line]
+    assert calls, "no sendfile call traced"
+    sent = sum(int(m.group(1)) for m in (re.search(r"= (\d+)$", line) for line in calls) if m)
+    assert sent == len(BIG) + len(BIG) - 100
+
+
+@pytest.fixture(scope="module")
+def tls_server(start_module_server, tree, certs):
+    s = start_module_server(APP, *certs.pair("default"), "--static-dir", "/static=%s" % (tree / "root"))
+    return wait_tls_ready(s, certs)
+
+
+def test_tls_http11_reads_in_chunks(tls_server, certs):
+    with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), http2=False, base_url="https://localhost:%d" % tls_server.port) as client:
+        r = client.get("/static/big.bin")
+        assert r.http_version == "HTTP/1.1"
+        assert r.content == BIG
+        r = client.get("/static/big.bin", headers={"range": "bytes=0-9,-10"})
+        assert parse_multipart(r.headers["content-type"], r.content)[1][1] == BIG[-10:]
+
+
+def test_http2_serves_files_and_ranges(tls_server, certs):
+    with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), http2=True, base_url="https://localhost:%d" % tls_server.port) as client:
+        r = client.get("/static/big.bin")
+        assert r.http_version == "HTTP/2"
+        assert r.content == BIG
+        assert r.headers["content-length"] == str(len(BIG))
+        r = client.get("/static/big.bin", headers={"range": "bytes=-100"})
+        assert r.status_code == 206 and r.content == BIG[-100:]
+        etag = r.headers["etag"]
+        assert client.get("/static/big.bin", headers={"if-none-match": etag}).status_code == 304
+        assert client.head("/static/big.bin").headers["content-length"] == str(len(BIG))
+        assert client.post("/static/big.bin").status_code == 405
+        assert client.get("/static/../outside/secret.txt").status_code == 404
+
+
+def test_plain_http2_prior_knowledge(server):
+    with httpx.Client(http1=False, http2=True, base_url=server.url) as client:
+        r = client.get("/static/big.bin")
+        assert r.http_version == "HTTP/2" and r.content == BIG
+
+
+def slow_read(port, path, pause_after, read_size=65536):
+    """A raw GET whose reader stops after pause_after bytes; returns the socket and what was read."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+    got = b""
+    while len(got) < pause_after:
+        more = sock.recv(read_size)
+        if not more:
+            break
+        got += more
+    return sock, got
+
+
+@pytest.mark.parametrize("over_tls", [False, True])
+def test_file_truncated_while_sent_closes_the_connection(start_server, tmp_path, certs, over_tls):
+    data = os.urandom(8 * 1024 * 1024)
+    kept = 1024 * 1024
+    (tmp_path / "shrinks.bin").write_bytes(data)
+    options = ["--static-dir", "/s=%s" % tmp_path] + (certs.pair("default") if over_tls else [])
+    s = start_server(APP, *options)
+    if over_tls:
+        wait_tls_ready(s, certs)
+        sock = tls_connect(s.port, certs)
+        sock.sendall(b"GET /s/shrinks.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = sock.recv(65536)
+    else:
+        sock, got = slow_read(s.port, "/s/shrinks.bin", 1)
+    with open(tmp_path / "shrinks.bin", "r+b") as f:
+        f.truncate(kept)
+    while True:
+        more = sock.recv(1 << 20)
+        if not more:
+            break
+        got += more
+    sock.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert b"content-length: %d" % len(data) in head
+    # cut short and closed, never padded to the announced length: the client knows it is incomplete
+    assert len(body) < len(data)
+    assert body[:kept] == data[:len(body[:kept])]
+    if over_tls:
+        # read in chunks, the server sends only bytes it read before the file shrank
+        assert body == data[:len(body)]
+
+
+def tls_connect(port, certs):
+    context = ssl.create_default_context(cafile=certs.ca)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    return context.wrap_socket(raw, server_hostname="localhost")
+
+
+def rss_kib(pid):
+    for line in Path("/proc/%d/status" % pid).read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("over_tls", [False, True])
+def test_1gib_file_to_a_slow_reader_keeps_rss_bounded(start_server, tmp_path, certs, over_tls):
+    huge = tmp_path / "huge.bin"
+    with open(huge, "wb") as f:
+        f.truncate(1 << 30)  # sparse: no disk, and the page cache serves zeros
+    options = ["--static-dir", "/s=%s" % tmp_path]
+    if over_tls:
+        options += certs.pair("default")
+    s = start_server(APP, *options)
+    if over_tls:
+        wait_tls_ready(s, certs)
+    pid = java_pid(s)
+    base = rss_kib(pid)
+    if over_tls:
+        sock = tls_connect(s.port, certs)
+        sock.sendall(b"GET /s/huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = sock.recv(65536)
+    else:
+        sock, got = slow_read(s.port, "/s/huge.bin", 1)
+    assert b"content-length: %d" % (1 << 30) in got
+    # the reader is stalled: whatever the server holds for it is in memory now
+    peak = base
+    for _ in range(20):
+        sock.recv(4096)
+        peak = max(peak, rss_kib(pid))
+    assert peak - base < 128 * 1024, "RSS grew by %d KiB for a stalled 1 GiB download" % (peak - base)
+    sock.close()
+    base_url = ("https://localhost:%d" if over_tls else "http://127.0.0.1:%d") % s.port
+    with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), base_url=base_url) as client:
+        assert client.get("/").status_code == 200  # and the server serves on
+
+
+# ---------------------------------------------------------------------------
+# Django's admin files through --static-dir
+
+
+def test_django_admin_static_files(start_server):
+    import django
+    admin_static = Path(django.__file__).parent / "contrib" / "admin" / "static"
+    s = start_server("django_app.wsgi:application", "--static-dir", "/static=%s" % admin_static)
+    css = (admin_static / "admin" / "css" / "base.css").read_bytes()
+    r = s.get("/static/admin/css/base.css")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/css; charset=utf-8"
+    assert hashlib.sha256(r.content).digest() == hashlib.sha256(css).digest()
+    r = s.get("/static/admin/img/icon-yes.svg")
+    assert r.headers["content-type"] == "image/svg+xml"
+    assert r.content == (admin_static / "admin" / "img" / "icon-yes.svg").read_bytes()
