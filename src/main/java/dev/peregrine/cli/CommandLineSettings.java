@@ -1,6 +1,7 @@
 package dev.peregrine.cli;
 
 import dev.peregrine.config.AppSettings;
+import dev.peregrine.config.CompressionSettings;
 import dev.peregrine.config.ConfigException;
 import dev.peregrine.config.EdgeSettings;
 import dev.peregrine.config.LimitSettings;
@@ -55,7 +56,7 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), compression(c)),
                 operations(c, listen));
     }
 
@@ -151,6 +152,12 @@ public final class CommandLineSettings {
         return path;
     }
 
+    /** Null without --compress; --compress-min-size alone changes nothing. */
+    private static CompressionSettings compression(PeregrineCommand c) {
+        int minSize = range("--compress-min-size", c.compressMinSize, 0, Integer.MAX_VALUE);
+        return on(c.compress) ? new CompressionSettings(minSize) : null;
+    }
+
     private static TrustedProxies trustedProxies(String list) {
         try {
             return TrustedProxies.parse(list);
@@ -186,8 +193,6 @@ public final class CommandLineSettings {
         asked.put("--cache-size", c.cacheSize != null);
         asked.put("--cache-max-object", c.cacheMaxObject != null);
         asked.put("--cache-ttl-max", c.cacheTtlMax != null);
-        asked.put("--compress", on(c.compress));
-        asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", on(c.compressStatic));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");

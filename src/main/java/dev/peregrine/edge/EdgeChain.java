@@ -21,8 +21,10 @@ import java.util.List;
  *   <li>static files (to come): answered from disk, never by the application;</li>
  *   <li>the response cache (to come): a hit is answered without the application, a miss is stored on
  *       its way out;</li>
- *   <li>compression (to come), on the way out: it wraps the exchange, so it sees the responses of the
- *       application and of the stages after it, and the cache stores what the application sent.</li>
+ *   <li>compression (--compress), on the way out: it wraps the exchange, so it sees the responses of the
+ *       application and of the stages after it, and the cache stores what the application sent. Until
+ *       those stages exist it comes right after the health check (whose answer is too small to compress);
+ *       the rate limit, static files and the cache belong in front of it, in the order above.</li>
  * </ol>
  */
 public final class EdgeChain {
@@ -33,6 +35,7 @@ public final class EdgeChain {
         List<EdgeStage> stages = new ArrayList<>();
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
+        if (settings.compression() != null) stages.add(new Compression(settings.compression()));
         entry = link(stages, application);
     }
 
