@@ -248,6 +248,22 @@ def test_strong_etag_becomes_weak(server, etag, sent):
     assert r.headers["etag"] == etag, "the identity representation keeps its tag"
 
 
+@pytest.mark.parametrize("if_none_match", ['W/"v3"', '"v3"', '"other", W/"v3"', '*'])
+def test_if_none_match_is_compared_weakly(server, if_none_match):
+    r, raw = get_raw(server, '/body?h=etag:"v3"&h=cache-control:max-age=60', "br", headers={"if-none-match": if_none_match})
+    assert r.status_code == 304, r.headers
+    assert raw == b""
+    assert r.headers["etag"] == 'W/"v3"' and r.headers["vary"] == "Accept-Encoding"
+    assert r.headers["cache-control"] == "max-age=60"
+    assert "content-encoding" not in r.headers and "content-length" not in r.headers, r.headers
+
+
+def test_if_none_match_of_another_tag_gets_the_body(server):
+    r, raw = get_raw(server, '/body?h=etag:"v4"', "br", headers={"if-none-match": 'W/"v3"'})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "br"
+    assert decode("br", raw) == text(4096)
+
+
 def test_head_gets_the_headers_of_get(server):
     get, _ = get_raw(server, "/body?size=8000", "br")
     head, raw = get_raw(server, "/body?size=8000", "br", method="HEAD")

@@ -22,15 +22,21 @@ final class CompressingExchange extends ExchangeWrapper {
     private final ContentCoding coding;
     private final int minSize;
     private final boolean headRequest;
+    /** The request's If-None-Match on a GET or HEAD, or null. */
+    private final String ifNoneMatch;
     // The fields below are touched on the I/O thread only.
     private boolean decided;
     private StreamCompressor compressor;
+    /** The application's 200 became a 304: its body is dropped. */
+    private boolean notModified;
 
-    CompressingExchange(HttpExchange wrapped, ContentCoding coding, int minSize) {
+    CompressingExchange(HttpExchange wrapped, ContentCoding coding, int minSize, String ifNoneMatch) {
         super(wrapped);
         this.coding = coding;
         this.minSize = minSize;
-        this.headRequest = wrapped.head().method().equals("HEAD");
+        String method = wrapped.head().method();
+        this.headRequest = method.equals("HEAD");
+        this.ifNoneMatch = headRequest || method.equals("GET") ? ifNoneMatch : null;
     }
 
     @Override
@@ -42,6 +48,11 @@ final class CompressingExchange extends ExchangeWrapper {
         if (head != null && !decided) {
             decided = true;
             head = decide(head, body, last);
+        }
+        if (notModified) {
+            if (body != null) body.release();
+            wrapped.send(head, null, last);
+            return;
         }
         if (compressor == null) {
             wrapped.send(head, body, last);
@@ -65,8 +76,15 @@ final class CompressingExchange extends ExchangeWrapper {
         long size = head.contentLength() >= 0 ? head.contentLength() : last && !headRequest ? readable(body) : -1;
         if (!CompressionRules.eligible(head, size, minSize)) return head;
         if (coding == null) return CompressionRules.withVary(head);
+        ResponseHead compressed = CompressionRules.compressed(head, coding);
+        // The client sends back the weak tag it was given, which an application comparing tags strongly
+        // (or as strings) would never match: the server compares weakly for it (RFC 9110 §13.1.2).
+        if (head.status() == 200 && ifNoneMatch != null && EntityTags.weakMatch(ifNoneMatch, CompressionRules.etag(compressed))) {
+            notModified = true;
+            return CompressionRules.notModified(compressed);
+        }
         if (!headRequest && !wrapped.disconnected()) compressor = StreamCompressor.create(coding);
-        return CompressionRules.compressed(head, coding);
+        return compressed;
     }
 
     private static long readable(ByteBuf body) {

@@ -38,7 +38,7 @@ final class Compression implements EdgeStage {
             return;
         }
         ContentCoding coding = AcceptEncoding.choose(header(head, "accept-encoding"), OFFERED);
-        next.dispatch(new CompressingExchange(exchange, coding, minSize));
+        next.dispatch(new CompressingExchange(exchange, coding, minSize, header(head, "if-none-match")));
     }
 
     /** The request's field {@code name}, several lines joined with commas, or null. */

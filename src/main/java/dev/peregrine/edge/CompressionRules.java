@@ -83,6 +83,30 @@ final class CompressionRules {
         return out;
     }
 
+    /** The head of the 304 that answers a matching If-None-Match instead of {@code compressed}: no body, nor the metadata of one. */
+    static ResponseHead notModified(ResponseHead compressed) {
+        ResponseHead out = new ResponseHead(304);
+        byte[] data = compressed.data();
+        for (int i = 0; i < compressed.count(); i++) {
+            int nameStart = compressed.nameStart(i), nameLength = compressed.nameLength(i);
+            if (HttpChars.equalsLowerCase(data, nameStart, nameLength, "content-type")
+                    || HttpChars.equalsLowerCase(data, nameStart, nameLength, "content-encoding")) continue;
+            out.add(compressed, i);
+        }
+        return out;
+    }
+
+    /** The response's ETag, or null. */
+    static String etag(ResponseHead head) {
+        byte[] data = head.data();
+        for (int i = 0; i < head.count(); i++) {
+            if (HttpChars.equalsLowerCase(data, head.nameStart(i), head.nameLength(i), "etag")) {
+                return new String(data, head.valueStart(i), head.valueLength(i), StandardCharsets.ISO_8859_1).trim();
+            }
+        }
+        return null;
+    }
+
     /** Whether a Vary of the application already names Accept-Encoding, or is {@code *}. */
     private static boolean variesOnAcceptEncoding(ResponseHead head) {
         byte[] data = head.data();
