@@ -1,6 +1,7 @@
 package dev.peregrine.cli;
 
 import dev.peregrine.config.AppSettings;
+import dev.peregrine.config.CompressionSettings;
 import dev.peregrine.config.ConfigException;
 import dev.peregrine.config.EdgeSettings;
 import dev.peregrine.config.EdgeSettings.StaticMount;
@@ -58,7 +59,7 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), on(c.compressStatic)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), on(c.compressStatic), compression(c)),
                 operations(c, listen));
     }
 
@@ -176,6 +177,12 @@ public final class CommandLineSettings {
         return List.copyOf(mounts);
     }
 
+    /** Null without --compress; --compress-min-size alone changes nothing. */
+    private static CompressionSettings compression(PeregrineCommand c) {
+        int minSize = range("--compress-min-size", c.compressMinSize, 0, Integer.MAX_VALUE);
+        return on(c.compress) ? new CompressionSettings(minSize) : null;
+    }
+
     private static TrustedProxies trustedProxies(String list) {
         try {
             return TrustedProxies.parse(list);
@@ -210,8 +217,6 @@ public final class CommandLineSettings {
         asked.put("--cache-size", c.cacheSize != null);
         asked.put("--cache-max-object", c.cacheMaxObject != null);
         asked.put("--cache-ttl-max", c.cacheTtlMax != null);
-        asked.put("--compress", on(c.compress));
-        asked.put("--compress-min-size", c.compressMinSize != null);
         asked.put("--compress-static", on(c.compressStatic));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");

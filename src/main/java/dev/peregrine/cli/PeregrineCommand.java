@@ -106,7 +106,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--cache-max-object", paramLabel = "KIB", description = "Largest body the cache keeps.") public Integer cacheMaxObject;
     @Option(names = "--cache-ttl-max", paramLabel = "SECONDS", description = "Longest a response is kept.") public Integer cacheTtlMax;
     @Option(names = "--compress", description = "Compress text-like responses with br, zstd or gzip.") public Boolean compress;
-    @Option(names = "--compress-min-size", paramLabel = "N", description = "Leave bodies smaller than N alone.") public Integer compressMinSize;
+    @Option(names = "--compress-min-size", defaultValue = "1024", paramLabel = "N", description = "Leave bodies declared smaller than N bytes alone (default ${DEFAULT-VALUE}).") public Integer compressMinSize;
     @Option(names = "--compress-static", description = "Serve precompressed FILE.br/.zst/.gz beside static files.") public Boolean compressStatic;
 
     // Operations

@@ -20,10 +20,11 @@ import java.util.List;
  *   <li>the rate limit (to come): a client past its budget costs the server as little as possible;</li>
  *   <li>static files ({@link StaticFiles}, --static-dir): answered from disk on the I/O thread, never by
  *       the application;</li>
- *   <li>the response cache (to come): a hit is answered without the application, a miss is stored on
- *       its way out;</li>
- *   <li>compression (to come), on the way out: it wraps the exchange, so it sees the responses of the
- *       application and of the stages after it, and the cache stores what the application sent.</li>
+ *   <li>compression (--compress), on the way out: it wraps the exchange, so it sees the responses of the
+ *       application and of the stages after it; static files, before it, go out as they are on disk
+ *       (or as their precompressed siblings, --compress-static), keeping sendfile;</li>
+ *   <li>the response cache (to come), after compression, so that it stores what the application sent
+ *       and a hit is answered without the application.</li>
  * </ol>
  */
 public final class EdgeChain {
@@ -35,6 +36,7 @@ public final class EdgeChain {
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
         if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts()));
+        if (settings.compression() != null) stages.add(new Compression(settings.compression()));
         entry = link(stages, application);
     }
 

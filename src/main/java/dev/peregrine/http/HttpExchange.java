@@ -52,6 +52,13 @@ public interface HttpExchange {
         FileSender.send(this, head, body);
     }
 
+    /**
+     * Runs {@code task} on the connection's I/O thread (now if already there, else queued in {@code batch}
+     * when given), with {@code bytes} counted as handed over, against {@link #writable}, until it runs:
+     * how a stage that transforms the response moves its work off the application's thread.
+     */
+    void runOnLoop(Runnable task, int bytes, WakeupBatch batch);
+
     /** Ends the exchange without a complete response: the connection is closed. Any thread. */
     void abort();
 

@@ -109,10 +109,15 @@ public abstract class LoopExchange implements HttpExchange {
     @Override
     public final void send(ResponseHead head, ByteBuf body, boolean last, WakeupBatch batch) {
         int size = body == null ? 0 : body.readableBytes();
-        queue.queued(size);
+        runOnLoop(() -> write(head, body, last, size), size, batch);
+    }
+
+    @Override
+    public final void runOnLoop(Runnable task, int bytes, WakeupBatch batch) {
+        queue.queued(bytes);
         queue.run(() -> {
-            queue.written(size);
-            write(head, body, last, size);
+            queue.written(bytes);
+            task.run();
         }, batch);
     }
 

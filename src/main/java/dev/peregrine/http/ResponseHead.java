@@ -75,10 +75,13 @@ public final class ResponseHead {
 
     /** Adds every header of {@code other}, in order. */
     public void addAll(ResponseHead other) {
+        for (int i = 0; i < other.count; i++) add(other, i);
+    }
+
+    /** Adds header {@code i} of {@code other}. */
+    public void add(ResponseHead other, int i) {
         MemorySegment source = MemorySegment.ofArray(other.data);
-        for (int i = 0; i < other.count; i++) {
-            add(source.asSlice(other.nameStart(i), other.nameLength(i)), source.asSlice(other.valueStart(i), other.valueLength(i)));
-        }
+        add(source.asSlice(other.nameStart(i), other.nameLength(i)), source.asSlice(other.valueStart(i), other.valueLength(i)));
     }
 
     /** Adds a header from Java strings (ISO-8859-1). */

@@ -161,8 +161,6 @@ class ServerSettingsTest {
                 arguments("--cache-size", "--cache-size 64"),
                 arguments("--cache-max-object", "--cache-max-object 1024"),
                 arguments("--cache-ttl-max", "--cache-ttl-max 300"),
-                arguments("--compress", "--compress"),
-                arguments("--compress-min-size", "--compress-min-size 1024"),
                 arguments("--compress-static", "--compress-static"));
     }
 
@@ -264,7 +262,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
-            "--static-dir",
+            "--static-dir", "--compress", "--compress-min-size",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 
@@ -387,7 +385,7 @@ class ServerSettingsTest {
 
     @Test
     void targetIsCheckedBeforeUnbuiltOptions() {
-        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress-static"));
         assertTrue(e.getMessage().contains("MODULE:ATTRIBUTE"), e.getMessage());
     }
 
