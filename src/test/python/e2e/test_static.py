@@ -591,3 +591,76 @@ def test_django_admin_static_files(start_server):
     r = s.get("/static/admin/img/icon-yes.svg")
     assert r.headers["content-type"] == "image/svg+xml"
     assert r.content == (admin_static / "admin" / "img" / "icon-yes.svg").read_bytes()
+
+
+# ---------------------------------------------------------------------------
+# 9. Files that applications send: wsgi.file_wrapper and http.response.pathsend
+
+
+def traced_sendfile_bytes(server, tmp_path, requests):
+    """Runs requests() with strace on the server's JVM; the bytes its sendfile calls moved."""
+    trace = tmp_path / "trace"
+    tracer = strace_sendfile(java_pid(server), trace)
+    try:
+        requests()
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    return sum(int(m.group(1)) for m in (re.search(r"sendfile\(.*= (\d+)$", line) for line in trace.read_text().splitlines()) if m)
+
+
+def test_wsgi_file_wrapper_goes_out_with_sendfile(start_server, tree, tmp_path):
+    s = start_server("static_apps:wsgi_app", "--protocol", "wsgi")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/file", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["content-length"] == str(len(BIG))
+        r = s.get("/file", params={"path": str(big), "offset": 1000})
+        assert r.content == BIG[1000:] and r.headers["content-length"] == str(len(BIG) - 1000)
+        r = s.get("/file", params={"path": str(big), "offset": 10, "length": 100})
+        assert r.content == BIG[10:110]
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG) + len(BIG) - 1000 + 100
+    assert s.request("HEAD", "/file", params={"path": str(big)}).headers["content-length"] == str(len(BIG))
+    r = s.get("/bytesio", params={"size": 100000})  # no file under it: iterated as before
+    assert r.content == b"x" * 100000
+
+
+def test_wsgi_file_wrapper_over_tls(start_server, tree, certs):
+    s = wait_tls_ready(start_server("static_apps:wsgi_app", "--protocol", "wsgi", *certs.pair("default")), certs)
+    with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), http2=True, base_url="https://localhost:%d" % s.port) as client:
+        r = client.get("/file", params={"path": str(tree / "root" / "big.bin"), "offset": 7})
+        assert r.http_version == "HTTP/2" and r.content == BIG[7:]
+
+
+def test_asgi_scope_advertises_pathsend(start_server):
+    s = start_server("static_apps:asgi_app")
+    assert s.get("/extensions").json() == {"http.response.pathsend": {}}
+
+
+def test_asgi_pathsend_goes_out_with_sendfile(start_server, tree, tmp_path):
+    s = start_server("static_apps:asgi_app")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/pathsend", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["content-length"] == str(len(BIG))
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG)
+    assert s.get("/pathsend", params={"path": str(tmp_path / "missing")}).status_code == 500
+
+
+def test_starlette_file_response_uses_pathsend(start_server, tree, tmp_path, certs):
+    s = start_server("static_apps:starlette_app")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/file", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["etag"] and r.headers["content-length"] == str(len(BIG))
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG)
+    assert s.request("HEAD", "/file", params={"path": str(big)}).headers["content-length"] == str(len(BIG))
