@@ -664,3 +664,129 @@ def test_starlette_file_response_uses_pathsend(start_server, tree, tmp_path, cer
 
     assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG)
     assert s.request("HEAD", "/file", params={"path": str(big)}).headers["content-length"] == str(len(BIG))
+
+
+# ---------------------------------------------------------------------------
+# 8. --compress-static: precompressed siblings
+
+
+@pytest.fixture(scope="module")
+def precompressed(tmp_path_factory):
+    import brotli
+    import gzip
+    import zstandard
+    root = tmp_path_factory.mktemp("precompressed")
+    text = b"body { color: red }\n" * 500
+    (root / "app.css").write_bytes(text)
+    (root / "app.css.br").write_bytes(brotli.compress(text))
+    (root / "app.css.zst").write_bytes(zstandard.ZstdCompressor().compress(text))
+    (root / "app.css.gz").write_bytes(gzip.compress(text))
+    (root / "gz-only.js").write_bytes(text)
+    (root / "gz-only.js.gz").write_bytes(gzip.compress(text))
+    (root / "plain.txt").write_bytes(text)
+    (root / "stale.txt").write_bytes(text)
+    (root / "stale.txt.gz").write_bytes(gzip.compress(b"old"))
+    old = (root / "stale.txt").stat().st_mtime - 100
+    os.utime(root / "stale.txt.gz", (old, old))
+    outside = tmp_path_factory.mktemp("precompressed-outside")
+    (outside / "secret.gz").write_bytes(gzip.compress(b"outside secret"))
+    (root / "linked.txt").write_bytes(text)
+    (root / "linked.txt.gz").symlink_to(outside / "secret.gz")
+    return root, text
+
+
+@pytest.fixture(scope="module")
+def compress_server(start_module_server, precompressed):
+    root, _ = precompressed
+    return start_module_server(APP, "--static-dir", "/s=%s" % root, "--compress-static")
+
+
+def fetch_coded(server, path, accept, headers=None):
+    with server.raw() as conn:
+        fields = dict({"accept-encoding": accept} if accept is not None else {}, **(headers or {}))
+        return conn.request("GET", path, headers=list(fields.items()))
+
+
+@pytest.mark.parametrize("accept, coding", [
+    ("br, zstd, gzip", "br"),
+    ("gzip, zstd, br", "br"),  # the server's order on a tie
+    ("zstd, gzip", "zstd"),
+    ("gzip", "gzip"),
+    ("GZIP", "gzip"),
+    ("br;q=0.5, gzip;q=0.9", "gzip"),
+    ("br;q=0, zstd;q=0, gzip", "gzip"),
+    ("gzip;q=0", None),
+    ("*", "br"),
+    ("*;q=0", None),
+    ("*;q=0, gzip", "gzip"),
+    ("identity;q=0", None),
+    ("identity", None),
+    ("", None),
+    (None, None),
+])
+def test_sibling_is_chosen_by_accept_encoding(compress_server, precompressed, accept, coding):
+    import brotli
+    import gzip
+    import zstandard
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/app.css", accept)
+    assert r.status == 200
+    assert r.header("content-encoding") == coding
+    assert r.header("vary") == "accept-encoding"
+    assert r.header("content-type") == "text/css; charset=utf-8"
+    decode = {None: lambda b: b, "br": brotli.decompress, "gzip": gzip.decompress,
+              "zstd": lambda b: zstandard.ZstdDecompressor().decompress(b, max_output_size=1 << 20)}[coding]
+    assert decode(r.body) == text
+    assert int(r.header("content-length")) == len(r.body)
+
+
+def test_each_representation_has_its_own_etag(compress_server):
+    tags = {fetch_coded(compress_server, "/s/app.css", accept).header("etag") for accept in ("br", "zstd", "gzip", "identity")}
+    assert len(tags) == 4
+    br = fetch_coded(compress_server, "/s/app.css", "br")
+    r = fetch_coded(compress_server, "/s/app.css", "br", {"if-none-match": br.header("etag")})
+    assert r.status == 304 and r.header("vary") == "accept-encoding"
+    assert fetch_coded(compress_server, "/s/app.css", "gzip", {"if-none-match": br.header("etag")}).status == 200
+
+
+def test_only_existing_siblings_are_offered(compress_server):
+    assert fetch_coded(compress_server, "/s/gz-only.js", "br, gzip").header("content-encoding") == "gzip"
+    assert fetch_coded(compress_server, "/s/gz-only.js", "br").header("content-encoding") is None
+    r = fetch_coded(compress_server, "/s/plain.txt", "br, gzip")
+    assert r.header("content-encoding") is None and r.header("vary") is None  # no sibling, nothing varies
+
+
+def test_stale_sibling_is_ignored(compress_server, precompressed):
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/stale.txt", "gzip")
+    assert r.header("content-encoding") is None and r.body == text
+
+
+def test_sibling_symlink_outside_the_root_is_ignored(compress_server, precompressed):
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/linked.txt", "gzip")
+    assert r.header("content-encoding") is None and r.body == text
+
+
+def test_ranges_apply_to_the_sibling_bytes(compress_server, precompressed):
+    root, _ = precompressed
+    coded = (root / "app.css.gz").read_bytes()
+    r = fetch_coded(compress_server, "/s/app.css", "gzip", {"range": "bytes=0-9"})
+    assert r.status == 206 and r.header("content-encoding") == "gzip"
+    assert r.header("content-range") == "bytes 0-9/%d" % len(coded)
+    assert r.body == coded[:10]
+    r = fetch_coded(compress_server, "/s/app.css", "gzip", {"range": "bytes=%d-" % len(coded)})
+    assert r.status == 416 and r.header("content-range") == "bytes */%d" % len(coded)
+
+
+def test_curl_compressed_decodes_the_sibling(compress_server, precompressed):
+    _, text = precompressed
+    out = subprocess.run(["curl", "-sf", "--compressed", compress_server.url + "/s/app.css"],
+                         check=True, timeout=30, stdout=subprocess.PIPE).stdout
+    assert out == text
+
+
+def test_compress_static_needs_static_dir(start_server):
+    s = start_server(APP, "--compress-static", wait=False)
+    assert s.wait_exit() == 2
+    assert "--compress-static" in s.complete_output()

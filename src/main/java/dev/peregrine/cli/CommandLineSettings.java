@@ -58,7 +58,7 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), on(c.compressStatic)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), compressStatic(c)),
                 operations(c, listen));
     }
 
@@ -176,6 +176,11 @@ public final class CommandLineSettings {
         return List.copyOf(mounts);
     }
 
+    private static boolean compressStatic(PeregrineCommand c) {
+        if (on(c.compressStatic) && c.staticDir.isEmpty()) throw new ConfigException("option '--compress-static' needs --static-dir");
+        return on(c.compressStatic);
+    }
+
     private static TrustedProxies trustedProxies(String list) {
         try {
             return TrustedProxies.parse(list);
@@ -212,7 +217,6 @@ public final class CommandLineSettings {
         asked.put("--cache-ttl-max", c.cacheTtlMax != null);
         asked.put("--compress", on(c.compress));
         asked.put("--compress-min-size", c.compressMinSize != null);
-        asked.put("--compress-static", on(c.compressStatic));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");
         }

@@ -11,6 +11,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -31,6 +33,11 @@ final class SafePaths {
         /** A strong entity tag of size and modification time: it changes whenever the content may have. */
         String etag() {
             return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "\"";
+        }
+
+        /** The tag of a precompressed sibling, marked with its coding so that no two representations share one. */
+        String etag(String coding) {
+            return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "-" + coding + "\"";
         }
 
         long modifiedSeconds() {
@@ -97,6 +104,24 @@ final class SafePaths {
         BasicFileAttributes attributes = Files.readAttributes(real, BasicFileAttributes.class);
         if (!attributes.isRegularFile()) return null;
         return new File(real, attributes.size(), attributes.lastModifiedTime().to(TimeUnit.MICROSECONDS));
+    }
+
+    /**
+     * The precompressed siblings of {@code file} (FILE.br, FILE.zst, FILE.gz), checked as any file is
+     * (inside the root, no dot-named part, regular); one older than the file is stale and left out.
+     */
+    Map<ContentCoding, File> precompressed(File file) {
+        Map<ContentCoding, File> siblings = new EnumMap<>(ContentCoding.class);
+        String name = file.path().getFileName().toString();
+        for (ContentCoding coding : ContentCoding.values()) {
+            try {
+                File sibling = regularFile(file.path().resolveSibling(name + coding.fileSuffix()));
+                if (sibling != null && sibling.modifiedMicros() >= file.modifiedMicros()) siblings.put(coding, sibling);
+            } catch (IOException | SecurityException e) {
+                // unreadable: as if absent
+            }
+        }
+        return siblings;
     }
 
     private boolean isDirectory(Path path) throws IOException {

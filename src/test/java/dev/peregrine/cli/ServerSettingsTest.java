@@ -162,8 +162,7 @@ class ServerSettingsTest {
                 arguments("--cache-max-object", "--cache-max-object 1024"),
                 arguments("--cache-ttl-max", "--cache-ttl-max 300"),
                 arguments("--compress", "--compress"),
-                arguments("--compress-min-size", "--compress-min-size 1024"),
-                arguments("--compress-static", "--compress-static"));
+                arguments("--compress-min-size", "--compress-min-size 1024"));
     }
 
     @ParameterizedTest(name = "{1}")
@@ -264,7 +263,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
-            "--static-dir",
+            "--static-dir", "--compress-static",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 
