@@ -447,6 +447,44 @@ def test_plain_http11_uses_sendfile(start_server, tree, tmp_path):
     assert sent == len(BIG) + len(BIG) - 100
 
 
+def test_stat_calls_stay_bounded_for_a_known_file(start_server, tmp_path):
+    deep = tmp_path / "root" / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_bytes(HELLO)
+    s = start_server(APP, "--static-dir", "/s=%s" % (tmp_path / "root"))
+    assert s.get("/s/a/b/c/d/f.txt").content == HELLO  # resolved once
+    trace = tmp_path / "trace"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=%stat,%file", "-o", str(trace), "-p", str(java_pid(s))],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                                for line in Path("/proc/%d/status" % java_pid(s)).read_text().splitlines()), timeout=20)
+    assert attached
+    try:
+        with httpx.Client(base_url=s.url) as client:
+            for _ in range(20):
+                assert client.get("/s/a/b/c/d/f.txt").content == HELLO
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    calls = [line for line in trace.read_text().splitlines() if "f.txt" in line or "/d\"" in line or "/c\"" in line]
+    # per request: one stat of the known real path, one open; never a walk of every component
+    assert len(calls) <= 20 * 2, "\n".join(calls[:40])
+
+
+def test_known_file_whose_directory_becomes_a_symlink_outside_is_a_404(start_server, tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "sub" / "f.txt").write_bytes(HELLO)
+    (outside / "f.txt").write_bytes(b"outside secret\n")
+    s = start_server(APP, "--static-dir", "/s=%s" % root)
+    assert s.get("/s/sub/f.txt").content == HELLO
+    (root / "sub" / "f.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)
+    assert s.get("/s/sub/f.txt").status_code == 404
+
+
 @pytest.fixture(scope="module")
 def tls_server(start_module_server, tree, certs):
     s = start_module_server(APP, *certs.pair("default"), "--static-dir", "/static=%s" % (tree / "root"))
