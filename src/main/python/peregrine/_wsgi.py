@@ -4,6 +4,9 @@ Java calls the application itself, builds the environ and writes the response; t
 what it cannot express as built-in functions: a file-like wsgi.input over a body that is still
 arriving, and wsgi.file_wrapper.
 """
+import os
+import stat
+
 from peregrine import _native
 
 _read = _native.wsgi_read
@@ -78,6 +81,18 @@ class FileWrapper:
         self.block_size = block_size
         if hasattr(filelike, "close"):
             self.close = filelike.close
+
+    def _file_region(self):
+        """(fd, offset, size) when the wrapped object is a regular file the server can send itself, else None."""
+        try:
+            fd = self.filelike.fileno()
+            offset = self.filelike.tell()
+            info = os.fstat(fd)
+        except (AttributeError, OSError, ValueError):
+            return None
+        if not stat.S_ISREG(info.st_mode) or offset > info.st_size:
+            return None
+        return fd, offset, info.st_size
 
     def __iter__(self):
         return self

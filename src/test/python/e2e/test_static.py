@@ -447,6 +447,44 @@ def test_plain_http11_uses_sendfile(start_server, tree, tmp_path):
     assert sent == len(BIG) + len(BIG) - 100
 
 
+def test_stat_calls_stay_bounded_for_a_known_file(start_server, tmp_path):
+    deep = tmp_path / "root" / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_bytes(HELLO)
+    s = start_server(APP, "--static-dir", "/s=%s" % (tmp_path / "root"))
+    assert s.get("/s/a/b/c/d/f.txt").content == HELLO  # resolved once
+    trace = tmp_path / "trace"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=%stat,%file", "-o", str(trace), "-p", str(java_pid(s))],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                                for line in Path("/proc/%d/status" % java_pid(s)).read_text().splitlines()), timeout=20)
+    assert attached
+    try:
+        with httpx.Client(base_url=s.url) as client:
+            for _ in range(20):
+                assert client.get("/s/a/b/c/d/f.txt").content == HELLO
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    calls = [line for line in trace.read_text().splitlines() if "f.txt" in line or "/d\"" in line or "/c\"" in line]
+    # per request: one stat of the known real path, one open; never a walk of every component
+    assert len(calls) <= 20 * 2, "\n".join(calls[:40])
+
+
+def test_known_file_whose_directory_becomes_a_symlink_outside_is_a_404(start_server, tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "sub" / "f.txt").write_bytes(HELLO)
+    (outside / "f.txt").write_bytes(b"outside secret\n")
+    s = start_server(APP, "--static-dir", "/s=%s" % root)
+    assert s.get("/s/sub/f.txt").content == HELLO
+    (root / "sub" / "f.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)
+    assert s.get("/s/sub/f.txt").status_code == 404
+
+
 @pytest.fixture(scope="module")
 def tls_server(start_module_server, tree, certs):
     s = start_module_server(APP, *certs.pair("default"), "--static-dir", "/static=%s" % (tree / "root"))
@@ -591,3 +629,202 @@ def test_django_admin_static_files(start_server):
     r = s.get("/static/admin/img/icon-yes.svg")
     assert r.headers["content-type"] == "image/svg+xml"
     assert r.content == (admin_static / "admin" / "img" / "icon-yes.svg").read_bytes()
+
+
+# ---------------------------------------------------------------------------
+# 9. Files that applications send: wsgi.file_wrapper and http.response.pathsend
+
+
+def traced_sendfile_bytes(server, tmp_path, requests):
+    """Runs requests() with strace on the server's JVM; the bytes its sendfile calls moved."""
+    trace = tmp_path / "trace"
+    tracer = strace_sendfile(java_pid(server), trace)
+    try:
+        requests()
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    return sum(int(m.group(1)) for m in (re.search(r"sendfile\(.*= (\d+)$", line) for line in trace.read_text().splitlines()) if m)
+
+
+def test_wsgi_file_wrapper_goes_out_with_sendfile(start_server, tree, tmp_path):
+    s = start_server("static_apps:wsgi_app", "--protocol", "wsgi")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/file", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["content-length"] == str(len(BIG))
+        r = s.get("/file", params={"path": str(big), "offset": 1000})
+        assert r.content == BIG[1000:] and r.headers["content-length"] == str(len(BIG) - 1000)
+        r = s.get("/file", params={"path": str(big), "offset": 10, "length": 100})
+        assert r.content == BIG[10:110]
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG) + len(BIG) - 1000 + 100
+    assert s.request("HEAD", "/file", params={"path": str(big)}).headers["content-length"] == str(len(BIG))
+    r = s.get("/bytesio", params={"size": 100000})  # no file under it: iterated as before
+    assert r.content == b"x" * 100000
+
+
+def test_wsgi_file_wrapper_over_tls(start_server, tree, certs):
+    s = wait_tls_ready(start_server("static_apps:wsgi_app", "--protocol", "wsgi", *certs.pair("default")), certs)
+    with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), http2=True, base_url="https://localhost:%d" % s.port) as client:
+        r = client.get("/file", params={"path": str(tree / "root" / "big.bin"), "offset": 7})
+        assert r.http_version == "HTTP/2" and r.content == BIG[7:]
+
+
+def test_asgi_scope_advertises_pathsend(start_server):
+    s = start_server("static_apps:asgi_app")
+    assert s.get("/extensions").json() == {"http.response.pathsend": {}}
+
+
+def test_asgi_pathsend_goes_out_with_sendfile(start_server, tree, tmp_path):
+    s = start_server("static_apps:asgi_app")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/pathsend", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["content-length"] == str(len(BIG))
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG)
+    assert s.get("/pathsend", params={"path": str(tmp_path / "missing")}).status_code == 500
+
+
+def test_starlette_file_response_uses_pathsend(start_server, tree, tmp_path, certs):
+    s = start_server("static_apps:starlette_app")
+    big = tree / "root" / "big.bin"
+
+    def requests():
+        r = s.get("/file", params={"path": str(big)})
+        assert r.status_code == 200 and r.content == BIG
+        assert r.headers["etag"] and r.headers["content-length"] == str(len(BIG))
+
+    assert traced_sendfile_bytes(s, tmp_path, requests) == len(BIG)
+    assert s.request("HEAD", "/file", params={"path": str(big)}).headers["content-length"] == str(len(BIG))
+
+
+# ---------------------------------------------------------------------------
+# 8. --compress-static: precompressed siblings
+
+
+@pytest.fixture(scope="module")
+def precompressed(tmp_path_factory):
+    import brotli
+    import gzip
+    import zstandard
+    root = tmp_path_factory.mktemp("precompressed")
+    text = b"body { color: red }\n" * 500
+    (root / "app.css").write_bytes(text)
+    (root / "app.css.br").write_bytes(brotli.compress(text))
+    (root / "app.css.zst").write_bytes(zstandard.ZstdCompressor().compress(text))
+    (root / "app.css.gz").write_bytes(gzip.compress(text))
+    (root / "gz-only.js").write_bytes(text)
+    (root / "gz-only.js.gz").write_bytes(gzip.compress(text))
+    (root / "plain.txt").write_bytes(text)
+    (root / "stale.txt").write_bytes(text)
+    (root / "stale.txt.gz").write_bytes(gzip.compress(b"old"))
+    old = (root / "stale.txt").stat().st_mtime - 100
+    os.utime(root / "stale.txt.gz", (old, old))
+    outside = tmp_path_factory.mktemp("precompressed-outside")
+    (outside / "secret.gz").write_bytes(gzip.compress(b"outside secret"))
+    (root / "linked.txt").write_bytes(text)
+    (root / "linked.txt.gz").symlink_to(outside / "secret.gz")
+    return root, text
+
+
+@pytest.fixture(scope="module")
+def compress_server(start_module_server, precompressed):
+    root, _ = precompressed
+    return start_module_server(APP, "--static-dir", "/s=%s" % root, "--compress-static")
+
+
+def fetch_coded(server, path, accept, headers=None):
+    with server.raw() as conn:
+        fields = dict({"accept-encoding": accept} if accept is not None else {}, **(headers or {}))
+        return conn.request("GET", path, headers=list(fields.items()))
+
+
+@pytest.mark.parametrize("accept, coding", [
+    ("br, zstd, gzip", "br"),
+    ("gzip, zstd, br", "br"),  # the server's order on a tie
+    ("zstd, gzip", "zstd"),
+    ("gzip", "gzip"),
+    ("GZIP", "gzip"),
+    ("br;q=0.5, gzip;q=0.9", "gzip"),
+    ("br;q=0, zstd;q=0, gzip", "gzip"),
+    ("gzip;q=0", None),
+    ("*", "br"),
+    ("*;q=0", None),
+    ("*;q=0, gzip", "gzip"),
+    ("identity;q=0", None),
+    ("identity", None),
+    ("", None),
+    (None, None),
+])
+def test_sibling_is_chosen_by_accept_encoding(compress_server, precompressed, accept, coding):
+    import brotli
+    import gzip
+    import zstandard
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/app.css", accept)
+    assert r.status == 200
+    assert r.header("content-encoding") == coding
+    assert r.header("vary") == "accept-encoding"
+    assert r.header("content-type") == "text/css; charset=utf-8"
+    decode = {None: lambda b: b, "br": brotli.decompress, "gzip": gzip.decompress,
+              "zstd": lambda b: zstandard.ZstdDecompressor().decompress(b, max_output_size=1 << 20)}[coding]
+    assert decode(r.body) == text
+    assert int(r.header("content-length")) == len(r.body)
+
+
+def test_each_representation_has_its_own_etag(compress_server):
+    tags = {fetch_coded(compress_server, "/s/app.css", accept).header("etag") for accept in ("br", "zstd", "gzip", "identity")}
+    assert len(tags) == 4
+    br = fetch_coded(compress_server, "/s/app.css", "br")
+    r = fetch_coded(compress_server, "/s/app.css", "br", {"if-none-match": br.header("etag")})
+    assert r.status == 304 and r.header("vary") == "accept-encoding"
+    assert fetch_coded(compress_server, "/s/app.css", "gzip", {"if-none-match": br.header("etag")}).status == 200
+
+
+def test_only_existing_siblings_are_offered(compress_server):
+    assert fetch_coded(compress_server, "/s/gz-only.js", "br, gzip").header("content-encoding") == "gzip"
+    assert fetch_coded(compress_server, "/s/gz-only.js", "br").header("content-encoding") is None
+    r = fetch_coded(compress_server, "/s/plain.txt", "br, gzip")
+    assert r.header("content-encoding") is None and r.header("vary") is None  # no sibling, nothing varies
+
+
+def test_stale_sibling_is_ignored(compress_server, precompressed):
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/stale.txt", "gzip")
+    assert r.header("content-encoding") is None and r.body == text
+
+
+def test_sibling_symlink_outside_the_root_is_ignored(compress_server, precompressed):
+    _, text = precompressed
+    r = fetch_coded(compress_server, "/s/linked.txt", "gzip")
+    assert r.header("content-encoding") is None and r.body == text
+
+
+def test_ranges_apply_to_the_sibling_bytes(compress_server, precompressed):
+    root, _ = precompressed
+    coded = (root / "app.css.gz").read_bytes()
+    r = fetch_coded(compress_server, "/s/app.css", "gzip", {"range": "bytes=0-9"})
+    assert r.status == 206 and r.header("content-encoding") == "gzip"
+    assert r.header("content-range") == "bytes 0-9/%d" % len(coded)
+    assert r.body == coded[:10]
+    r = fetch_coded(compress_server, "/s/app.css", "gzip", {"range": "bytes=%d-" % len(coded)})
+    assert r.status == 416 and r.header("content-range") == "bytes */%d" % len(coded)
+
+
+def test_curl_compressed_decodes_the_sibling(compress_server, precompressed):
+    _, text = precompressed
+    out = subprocess.run(["curl", "-sf", "--compressed", compress_server.url + "/s/app.css"],
+                         check=True, timeout=30, stdout=subprocess.PIPE).stdout
+    assert out == text
+
+
+def test_compress_static_needs_static_dir(start_server):
+    s = start_server(APP, "--compress-static", wait=False)
+    assert s.wait_exit() == 2
+    assert "--compress-static" in s.complete_output()

@@ -13,6 +13,7 @@ final class AsgiMessages {
     final MemorySegment body = Py.internedStr("body");
     final MemorySegment moreBody = Py.internedStr("more_body");
     final MemorySegment status = Py.internedStr("status");
+    final MemorySegment path = Py.internedStr("path");
     final MemorySegment headers = Py.internedStr("headers");
     final MemorySegment httpRequest = Py.internedStr("http.request");
     final MemorySegment httpDisconnect = Py.internedStr("http.disconnect");
@@ -29,6 +30,7 @@ final class AsgiMessages {
     private static final Arena CONSTANTS = Arena.global();
     static final MemorySegment RESPONSE_START = CONSTANTS.allocateFrom("http.response.start", StandardCharsets.US_ASCII).asSlice(0, 19);
     static final MemorySegment RESPONSE_BODY = CONSTANTS.allocateFrom("http.response.body", StandardCharsets.US_ASCII).asSlice(0, 18);
+    static final MemorySegment RESPONSE_PATHSEND = constant("http.response.pathsend");
     static final MemorySegment WS_ACCEPT = constant("websocket.accept");
     static final MemorySegment WS_SEND = constant("websocket.send");
     static final MemorySegment WS_CLOSE = constant("websocket.close");

@@ -1,6 +1,7 @@
 package dev.peregrine.asgi;
 
 import dev.peregrine.http.BodyReceiver;
+import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.python.NativeBuffers;
@@ -10,7 +11,11 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import org.jboss.logging.Logger;
 
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
 
 /**
@@ -147,8 +152,45 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
             }
             return exchange.writable() ? owner.completed() : waitUntilWritable(exchange::whenWritable);
         }
+        if (AsgiMessages.is(type, AsgiMessages.RESPONSE_PATHSEND)) return sendPath(message, m);
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
                 + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
+    }
+
+    /**
+     * The ASGI http.response.pathsend extension: the body is the file at 'path', which the server opens
+     * and sends itself ({@link HttpExchange#sendFile}: sendfile on plain HTTP/1.1), so that the Python
+     * thread never reads it. A file that cannot be opened raises OSError in the application.
+     */
+    private MemorySegment sendPath(MemorySegment message, AsgiMessages m) {
+        if (!started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.pathsend' sent before 'http.response.start'");
+        if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.pathsend' sent after the response completed");
+        MemorySegment pathObject = Py.dictGet(message, m.path);
+        if (pathObject == null || !Py.isInstance(pathObject, Py.UnicodeType)) {
+            throw new PythonRaise(Py.ExcTypeError, "'path' of 'http.response.pathsend' must be a str");
+        }
+        String path = Py.toJavaString(pathObject);
+        FileChannel file;
+        long size;
+        try {
+            file = FileChannel.open(Path.of(path), StandardOpenOption.READ);
+            size = file.size();
+        } catch (IOException | RuntimeException e) {
+            throw new PythonRaise(Py.ExcOSError, "http.response.pathsend cannot open '" + path + "': " + e.getMessage());
+        }
+        complete = true;
+        wakeReceiver();
+        ResponseHead head = pendingHead;
+        pendingHead = null;
+        FileBody body = FileBody.region(file, 0, head.contentLength() >= 0 ? head.contentLength() : size);
+        if (head.contentLength() < 0) head.add("content-length", Long.toString(size));
+        if (disconnected || exchange.disconnected() || exchange.head().method().equals("HEAD")) {
+            body.close();
+            if (!disconnected && !exchange.disconnected()) exchange.send(head, null, true, owner.batch());
+        } else {
+            exchange.sendFile(head, body);
+        }
+        return owner.completed();
     }
 
     static String typeName(MemorySegment object) {

@@ -38,6 +38,8 @@ final class ScopeBuilder {
     private final MemorySegment kExtensions = Py.internedStr("extensions");
     /** What a WebSocket scope advertises: the denial response, so that frameworks let applications send one. */
     private final MemorySegment webSocketExtensions = Py.newDict();
+    /** What an HTTP scope advertises: http.response.pathsend, a file the server sends itself (sendfile where it can). */
+    private final MemorySegment httpExtensions = Py.newDict();
     private final InternedStrings constants = new InternedStrings();
     private final InternTable headerNames = new InternTable(Py::bytes);
     private final byte[] rootPath;
@@ -55,6 +57,7 @@ final class ScopeBuilder {
         Py.dictSetSteal(template, Py.internedStr("asgi"), asgi);
         Py.dictSetSteal(template, Py.internedStr("root_path"), Py.str(rootPath));
         Py.dictSetSteal(webSocketExtensions, Py.internedStr("websocket.http.response"), Py.newDict());
+        Py.dictSetSteal(httpExtensions, Py.internedStr("http.response.pathsend"), Py.newDict());
     }
 
     /** The lifespan state, shallow-copied into every request's scope. */
@@ -65,6 +68,7 @@ final class ScopeBuilder {
     MemorySegment build(HttpExchange exchange) {
         MemorySegment scope = common(exchange.head(), exchange.httpVersion(), exchange.scheme(), exchange.remoteAddress(), exchange.localAddress());
         Py.dictSet(scope, kMethod, constants.get(exchange.head().method()));
+        Py.dictSetSteal(scope, kExtensions, Py.dictCopy(httpExtensions));
         return scope;
     }
 

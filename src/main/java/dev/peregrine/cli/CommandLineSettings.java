@@ -59,7 +59,7 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), on(c.compressStatic), compression(c)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), compressStatic(c), compression(c)),
                 operations(c, listen));
     }
 
@@ -183,6 +183,11 @@ public final class CommandLineSettings {
         return on(c.compress) ? new CompressionSettings(minSize) : null;
     }
 
+    private static boolean compressStatic(PeregrineCommand c) {
+        if (on(c.compressStatic) && c.staticDir.isEmpty()) throw new ConfigException("option '--compress-static' needs --static-dir");
+        return on(c.compressStatic);
+    }
+
     private static TrustedProxies trustedProxies(String list) {
         try {
             return TrustedProxies.parse(list);
@@ -217,7 +222,6 @@ public final class CommandLineSettings {
         asked.put("--cache-size", c.cacheSize != null);
         asked.put("--cache-max-object", c.cacheMaxObject != null);
         asked.put("--cache-ttl-max", c.cacheTtlMax != null);
-        asked.put("--compress-static", on(c.compressStatic));
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");
         }

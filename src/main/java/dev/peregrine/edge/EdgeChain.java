@@ -35,7 +35,7 @@ public final class EdgeChain {
         List<EdgeStage> stages = new ArrayList<>();
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
-        if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts()));
+        if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts(), settings.compressStatic()));
         if (settings.compression() != null) stages.add(new Compression(settings.compression()));
         entry = link(stages, application);
     }

@@ -8,9 +8,14 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -22,15 +27,31 @@ import java.util.concurrent.TimeUnit;
  */
 final class SafePaths {
     private final Path root;
+    /** Files found recently, by request path: bounded, least recently used first out. */
+    private final Map<String, File> resolved = new LinkedHashMap<>(64, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, File> eldest) {
+            return size() > RESOLVED_ENTRIES;
+        }
+    };
+    private static final int RESOLVED_ENTRIES = 1024;
 
     /** What a request path leads to. */
     sealed interface Found permits File, Directory, Missing {}
 
-    /** A regular file that may be served; {@code path} is its real path. */
-    record File(Path path, long size, long modifiedMicros) implements Found {
+    /**
+     * A regular file that may be served; {@code path} is its real path, {@code identity} its device and
+     * inode, so that a path later leading to another file is not taken for it.
+     */
+    record File(Path path, long size, long modifiedMicros, Object identity) implements Found {
         /** A strong entity tag of size and modification time: it changes whenever the content may have. */
         String etag() {
             return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "\"";
+        }
+
+        /** The tag of a precompressed sibling, marked with its coding so that no two representations share one. */
+        String etag(String coding) {
+            return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "-" + coding + "\"";
         }
 
         long modifiedSeconds() {
@@ -51,8 +72,42 @@ final class SafePaths {
         this.root = root;
     }
 
-    /** The request path after the mount's prefix, data[start, start+length): empty, or starting with '/'. */
+    /**
+     * The request path after the mount's prefix, data[start, start+length): empty, or starting with '/'.
+     * A file found before is reused when one stat of its real path still shows the same size and
+     * modification time, instead of resolving the path again (a stat per component, and the checks).
+     */
     Found find(byte[] data, int start, int length) {
+        String key = new String(data, start, length, StandardCharsets.ISO_8859_1);
+        File known;
+        synchronized (resolved) {
+            known = resolved.get(key);
+        }
+        if (known != null) {
+            File now = unchanged(known);
+            if (now != null) return now;
+        }
+        Found found = resolve(data, start, length);
+        synchronized (resolved) {
+            if (found instanceof File file) resolved.put(key, file);
+            else resolved.remove(key);
+        }
+        return found;
+    }
+
+    /** {@code known} when its real path still is a regular file of the same size and modification time, else null. */
+    private static File unchanged(File known) {
+        try {
+            BasicFileAttributes attributes = Files.readAttributes(known.path(), BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            if (attributes.isRegularFile() && attributes.size() == known.size() && Objects.equals(attributes.fileKey(), known.identity())
+                    && attributes.lastModifiedTime().to(TimeUnit.MICROSECONDS) == known.modifiedMicros()) return known;
+        } catch (IOException | SecurityException e) {
+            // gone: resolve again
+        }
+        return null;
+    }
+
+    private Found resolve(byte[] data, int start, int length) {
         if (length == 0) return new Directory();
         if (hasEncodedSeparator(data, start, length)) return MISSING;
         byte[] decoded = PercentDecoder.decode(data, start, length);
@@ -96,7 +151,25 @@ final class SafePaths {
         if (real == null) return null;
         BasicFileAttributes attributes = Files.readAttributes(real, BasicFileAttributes.class);
         if (!attributes.isRegularFile()) return null;
-        return new File(real, attributes.size(), attributes.lastModifiedTime().to(TimeUnit.MICROSECONDS));
+        return new File(real, attributes.size(), attributes.lastModifiedTime().to(TimeUnit.MICROSECONDS), attributes.fileKey());
+    }
+
+    /**
+     * The precompressed siblings of {@code file} (FILE.br, FILE.zst, FILE.gz), checked as any file is
+     * (inside the root, no dot-named part, regular); one older than the file is stale and left out.
+     */
+    Map<ContentCoding, File> precompressed(File file) {
+        Map<ContentCoding, File> siblings = new EnumMap<>(ContentCoding.class);
+        String name = file.path().getFileName().toString();
+        for (ContentCoding coding : ContentCoding.values()) {
+            try {
+                File sibling = regularFile(file.path().resolveSibling(name + coding.fileSuffix()));
+                if (sibling != null && sibling.modifiedMicros() >= file.modifiedMicros()) siblings.put(coding, sibling);
+            } catch (IOException | SecurityException e) {
+                // unreadable: as if absent
+            }
+        }
+        return siblings;
     }
 
     private boolean isDirectory(Path path) throws IOException {

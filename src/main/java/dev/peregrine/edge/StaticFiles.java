@@ -17,6 +17,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
@@ -33,11 +34,14 @@ final class StaticFiles implements EdgeStage {
     private static final byte[] NOT_ALLOWED = "Method Not Allowed\n".getBytes(StandardCharsets.US_ASCII);
 
     private final List<Mount> mounts;
+    /** --compress-static: a file's FILE.br, FILE.zst or FILE.gz is sent to clients that take it. */
+    private final boolean compressStatic;
 
     /** A prefix as bytes, and its directory with its real path resolved once, at start. */
     private record Mount(byte[] prefix, SafePaths paths) {}
 
-    StaticFiles(List<StaticMount> mounts) {
+    StaticFiles(List<StaticMount> mounts, boolean compressStatic) {
+        this.compressStatic = compressStatic;
         List<Mount> resolved = new ArrayList<>();
         for (StaticMount mount : mounts) {
             try {
@@ -85,12 +89,25 @@ final class StaticFiles implements EdgeStage {
             text(exchange, new ResponseHead(404), NOT_FOUND);
             return;
         }
-        respond(exchange, file.path(), file, MediaTypes.of(file.path().getFileName().toString()), isHead);
+        String contentType = MediaTypes.of(file.path().getFileName().toString());
+        RequestHeaders headers = new RequestHeaders(head);
+        if (!compressStatic) {
+            respond(exchange, headers, file, null, false, contentType, isHead);
+            return;
+        }
+        Map<ContentCoding, SafePaths.File> siblings = mount.paths().precompressed(file);
+        ContentCoding coding = siblings.isEmpty() ? null : AcceptEncoding.choose(headers.get("accept-encoding"), siblings.keySet());
+        respond(exchange, headers, coding == null ? file : siblings.get(coding), coding, !siblings.isEmpty(), contentType, isHead);
     }
 
-    private void respond(HttpExchange exchange, Path path, SafePaths.File stat, String contentType, boolean isHead) {
-        RequestHeaders headers = new RequestHeaders(exchange.head());
-        String etag = stat.etag();
+    /**
+     * Answers with {@code stat}, the representation chosen: the file itself, or its sibling precompressed
+     * with {@code coding}. {@code varies}: the file has siblings, so every answer depends on Accept-Encoding.
+     */
+    private void respond(HttpExchange exchange, RequestHeaders headers, SafePaths.File stat, ContentCoding coding, boolean varies,
+                         String contentType, boolean isHead) {
+        Path path = stat.path();
+        String etag = coding == null ? stat.etag() : stat.etag(coding.token());
         long modified = stat.modifiedSeconds();
         String lastModified = HttpDate.format(modified);
         switch (Conditionals.evaluate(headers, etag, modified)) {
@@ -98,6 +115,7 @@ final class StaticFiles implements EdgeStage {
                 ResponseHead response = new ResponseHead(304);
                 response.add("etag", etag);
                 response.add("last-modified", lastModified);
+                if (varies) response.add("vary", "accept-encoding");
                 exchange.send(response, null, true);
                 return;
             }
@@ -113,6 +131,7 @@ final class StaticFiles implements EdgeStage {
         if (ranges instanceof ByteRanges.Unsatisfiable) {
             ResponseHead response = new ResponseHead(416);
             response.add("content-range", "bytes */" + size);
+            if (varies) response.add("vary", "accept-encoding");
             text(exchange, response, "Range Not Satisfiable\n".getBytes(StandardCharsets.US_ASCII));
             return;
         }
@@ -143,6 +162,8 @@ final class StaticFiles implements EdgeStage {
         response.add("last-modified", lastModified);
         response.add("etag", etag);
         response.add("accept-ranges", "bytes");
+        if (coding != null) response.add("content-encoding", coding.token());
+        if (varies) response.add("vary", "accept-encoding");
         if (isHead) {
             exchange.send(response, null, true);
             return;

@@ -1,6 +1,7 @@
 package dev.peregrine.wsgi;
 
 import dev.peregrine.app.ServedApplication;
+import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.RequestMetrics;
@@ -15,7 +16,11 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
 import org.jboss.logging.Logger;
 
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
@@ -50,6 +55,8 @@ public final class WsgiApplication implements ServedApplication {
     private MemorySegment bytesIO;
     private MemorySegment streamingInput;
     private MemorySegment closeName;
+    /** The wsgi.file_wrapper class: a result of its type may be sent by the server from the file itself. */
+    private MemorySegment fileWrapper;
 
     public WsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, int threads, RequestMetrics metrics) {
         this.app = app;
@@ -79,7 +86,7 @@ public final class WsgiApplication implements ServedApplication {
     @Override
     public void prepare() {
         MemorySegment glue = Py.importModule("peregrine._wsgi");
-        MemorySegment fileWrapper = Py.getAttr(glue, "FileWrapper");
+        fileWrapper = Py.getAttr(glue, "FileWrapper");
         streamingInput = Py.getAttr(glue, "Input");
         Py.decRef(glue);
         MemorySegment io = Py.importModule("io");
@@ -95,7 +102,6 @@ public final class WsgiApplication implements ServedApplication {
         closeName = Py.internedStr("close");
         environs = new EnvironBuilder(rootPath, threads > 1, stderr, fileWrapper);
         Py.decRef(stderr);
-        Py.decRef(fileWrapper);
     }
 
     @Override
@@ -197,6 +203,7 @@ public final class WsgiApplication implements ServedApplication {
      * block at a time, each reaching the socket before the next is asked for.
      */
     private void writeResult(WsgiRequest request, MemorySegment result) {
+        if (!request.headSent && request.head != null && Py.isInstance(result, fileWrapper) && sendFile(request, result)) return;
         if (Py.isListOrTuple(result)) {
             ByteBuf all = null;
             for (long i = 0, n = Py.fastSize(result); i < n; i++) {
@@ -226,6 +233,43 @@ public final class WsgiApplication implements ServedApplication {
             Py.decRef(iterator);
         }
         if (!request.clientGone()) finish(request, null);
+    }
+
+    /**
+     * wsgi.file_wrapper over a regular file: the server sends the file from its current position itself
+     * ({@link dev.peregrine.http.HttpExchange#sendFile}: sendfile on plain HTTP/1.1), reopening it through
+     * /proc/self/fd so that the application's close() of its own file does not cut the transfer. False
+     * when the wrapped object is no such file: then it is iterated as any other result.
+     */
+    private boolean sendFile(WsgiRequest request, MemorySegment wrapper) {
+        MemorySegment method = Py.getAttr(wrapper, "_file_region");
+        MemorySegment region = Py.call(method);
+        Py.decRef(method);
+        try {
+            if (Py.isNone(region)) return false;
+            long fd = Py.toLong(Py.fastItem(region, 0)), offset = Py.toLong(Py.fastItem(region, 1)), size = Py.toLong(Py.fastItem(region, 2));
+            FileChannel file;
+            try {
+                file = FileChannel.open(Path.of("/proc/self/fd/" + fd), StandardOpenOption.READ);
+            } catch (IOException | RuntimeException e) {
+                return false;
+            }
+            ResponseHead head = request.head;
+            long declared = head.contentLength();
+            if (declared < 0) head.add("content-length", Long.toString(size - offset));
+            FileBody body = FileBody.region(file, offset, declared >= 0 ? declared : size - offset);
+            request.headSent = true;
+            request.complete = true;
+            if (request.exchange().head().method().equals("HEAD")) {
+                body.close();
+                request.exchange().send(head, null, true);
+            } else {
+                request.exchange().sendFile(head, body);
+            }
+            return true;
+        } finally {
+            Py.decRef(region);
+        }
     }
 
     private static MemorySegment block(MemorySegment item) {

@@ -160,8 +160,7 @@ class ServerSettingsTest {
                 arguments("--rate-limit-burst", "--rate-limit-burst 10"),
                 arguments("--cache-size", "--cache-size 64"),
                 arguments("--cache-max-object", "--cache-max-object 1024"),
-                arguments("--cache-ttl-max", "--cache-ttl-max 300"),
-                arguments("--compress-static", "--compress-static"));
+                arguments("--cache-ttl-max", "--cache-ttl-max 300"));
     }
 
     @ParameterizedTest(name = "{1}")
@@ -262,7 +261,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
-            "--static-dir", "--compress", "--compress-min-size",
+            "--static-dir", "--compress-static", "--compress", "--compress-min-size",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 

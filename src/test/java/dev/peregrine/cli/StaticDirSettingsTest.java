@@ -14,7 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** --static-dir PREFIX=DIR: repeatable, comma-separated, from the environment, and its refusals. */
+/** --static-dir PREFIX=DIR: repeatable, comma-separated, from the environment, and its refusals; --compress-static with it. */
 class StaticDirSettingsTest {
     @TempDir Path dir;
 
@@ -63,6 +63,13 @@ class StaticDirSettingsTest {
     void aFileIsNotADirectory() throws Exception {
         Path file = Files.writeString(dir.resolve("f.txt"), "x");
         assertRefused("is not a directory", "--static-dir", "/static=" + file, "main:app");
+    }
+
+    @Test
+    void compressStaticNeedsAStaticDir() {
+        assertTrue(Cli.settings("--static-dir", "/s=" + dir, "--compress-static", "main:app").edge().compressStatic());
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress-static", "main:app"));
+        assertEquals("option '--compress-static' needs --static-dir", e.getMessage());
     }
 
     private static void assertRefused(String says, String... args) {
