@@ -149,12 +149,12 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.compress", "true"),
+        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.compress-static", "true"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
-        assertEquals("--compress is not supported yet", e.getMessage());
+        assertEquals("--compress-static is not supported yet", e.getMessage());
         ConfigException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
         assertEquals("--static-dir is not supported yet", r.getMessage());
-        assertTrue(Cli.withSystemProperties(Map.of("peregrine.compress", "false"), () -> Cli.settings("main:app")).app().lifespan());
+        assertTrue(Cli.withSystemProperties(Map.of("peregrine.compress-static", "false"), () -> Cli.settings("main:app")).app().lifespan());
     }
 }
