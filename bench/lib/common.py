@@ -392,10 +392,11 @@ def child_env(**extra: str) -> dict:
 # ---------------------------------------------------------------- one load: wrk (HTTP/1.1) and h2load (HTTP/2)
 
 
-def wrk_summary(url: str, conns: int, duration: float, timeout: float) -> dict:
-    """One `wrk -t1` load on url (http:// or https://); the summary lib/wrk_report.lua prints, in microseconds."""
+def wrk_summary(url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = ()) -> dict:
+    """One `wrk -t1` load on url (http:// or https://), with `headers` ("Name: value") on every request; the
+    summary lib/wrk_report.lua prints, in microseconds."""
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", f"--timeout={max(1, round(timeout))}s",
-           "-s", str(WRK_LUA), url]
+           "-s", str(WRK_LUA), *(arg for h in headers for arg in ("-H", h)), url]
     proc = Proc("wrk", cmd, stdout=subprocess.PIPE)
     try:
         out, _ = proc.popen.communicate(timeout=duration + 60)
@@ -414,13 +415,13 @@ def reaped_children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float) -> dict:
+def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = ()) -> dict:
     """One wrk load with the CPU time and peak RSS of the process tree under `root` while it ran, and the
     cores wrk itself kept busy (on a small machine the load generator competes with the server)."""
     cpu_before, client_before, wall_before = tree_cpu_seconds(root), reaped_children_cpu_seconds(), time.monotonic()
     py_before = python_thread_seconds(root)
     with RssSampler(root) as sampler:
-        r = wrk_summary(url, conns, duration, timeout)
+        r = wrk_summary(url, conns, duration, timeout, headers)
     cpu_used = tree_cpu_seconds(root) - cpu_before
     py_after = python_thread_seconds(root)
     wall = time.monotonic() - wall_before

@@ -149,9 +149,9 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.compress", "true"),
+        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.cache-size", "64"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
-        assertEquals("--compress is not supported yet", e.getMessage());
+        assertEquals("--cache-size is not supported yet", e.getMessage());
         ConfigException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
         assertEquals("invalid value for option '--static-dir': 'b' is not a directory", r.getMessage()); // checked as if typed
