@@ -2,7 +2,7 @@ package dev.peregrine.config;
 
 /**
  * The stages the server runs in front of the application. {@code healthCheckPath} is null when the
- * server answers no health check.
+ * server answers no health check, {@code rateLimit} when no rate limit applies.
  */
-public record EdgeSettings(String healthCheckPath) {
+public record EdgeSettings(String healthCheckPath, RateLimitSettings rateLimit) {
 }
