@@ -1,4 +1,4 @@
-package dev.peregrine.edge.ratelimit;
+package dev.peregrine.edge;
 
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedLayout;

@@ -1,4 +1,4 @@
-package dev.peregrine.edge.ratelimit;
+package dev.peregrine.edge;
 
 import dev.peregrine.config.TrustedProxies.IpLiterals;
 

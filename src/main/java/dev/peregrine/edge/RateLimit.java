@@ -1,7 +1,6 @@
-package dev.peregrine.edge.ratelimit;
+package dev.peregrine.edge;
 
 import dev.peregrine.config.RateLimitSettings;
-import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
@@ -24,7 +23,7 @@ import java.net.InetSocketAddress;
  * the time to refill it as the window (rounded up to whole seconds, so a client keeping to it is never
  * refused), {@code RateLimit} that nothing remains and when the next request will be allowed.
  */
-public final class RateLimit implements EdgeStage, UpgradeGate {
+final class RateLimit implements EdgeStage, UpgradeGate {
     private static final String POLICY_NAME = "\"peregrine\"";
     private static final long SECOND = 1_000_000_000L;
 
@@ -32,7 +31,7 @@ public final class RateLimit implements EdgeStage, UpgradeGate {
     private final RequestMetrics metrics;
     private final String policy;
 
-    public RateLimit(RateLimitSettings settings, SharedRegion table, RequestMetrics metrics) {
+    RateLimit(RateLimitSettings settings, SharedRegion table, RequestMetrics metrics) {
         this.table = new ClientTable(table, settings.intervalNanos(), settings.burst(), metrics);
         this.metrics = metrics;
         long window = ceilSeconds(settings.burst() * settings.intervalNanos());
