@@ -308,6 +308,7 @@ def test_ipv6_clients_are_keyed_by_their_slash_64(slow):
     assert one6(server, "2001:db8:1:2::1") == 200, "another /64 has a budget of its own"
 
 
+@pytest.mark.timeout(300)  # 100,000 application calls on a shared machine
 def test_a_limited_client_is_never_given_a_fresh_budget_by_100000_others(slow):
     server, metrics = slow
     limited = "192.0.2.200"
@@ -334,6 +335,7 @@ def test_a_limited_client_is_never_given_a_fresh_budget_by_100000_others(slow):
     assert metric(metrics, "peregrine_rate_limit_untracked_total") == 0
 
 
+@pytest.mark.timeout(300)  # two workers replaced one after the other
 def test_budgets_survive_the_replacement_of_every_worker_on_sighup(slow):
     server, _ = slow
     client = "2001:db8:77::1"
