@@ -24,6 +24,8 @@ import httpx
 import pytest
 
 from conftest import free_port, poll, run_cli
+from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser: the module-scoped Chromium fixture)
+from test_tls import certs  # noqa: F401 (the module-scoped fixture making the test certificates)
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -376,3 +378,24 @@ def test_the_rate_limit_comes_from_the_environment(start_server):
     assert one(server.port, client="198.51.100.50")[0] == 200
     status, headers, _ = one(server.port, client="198.51.100.50")
     assert status == 429 and headers["retry-after"] == "3600"
+
+
+# ---- HTTP/3, with Chromium as the client (skipped where it is not installed)
+
+
+def test_http3_requests_are_limited_too(start_server, certs, browser):  # noqa: F811 (the fixtures imported above)
+    server = start_h3(start_server, certs, "--rate-limit", "1/m", "--rate-limit-burst", "3")
+    page = open_h3(browser, server.port, server=server)
+    try:
+        statuses = []
+        for _ in range(6):
+            r = fetch_h3(page, "/")
+            statuses.append(r.status)
+            if r.status == 429:
+                assert int(r.headers["retry-after"]) >= 1
+                assert r.headers["ratelimit-policy"] == '"peregrine";q=3;w=180'
+                break
+        # The navigation spent one request of the burst (a favicon fetch may spend another).
+        assert statuses[-1] == 429 and statuses.count(200) <= 2, statuses
+    finally:
+        page.close()
