@@ -49,7 +49,7 @@ class LayeringTest {
                 .layer("edge").definedBy("dev.peregrine.edge..", "dev.peregrine.ops")
                 .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.app..", "dev.peregrine.tls..")
                 .layer("core").definedBy("dev.peregrine.http")
-                .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..")
+                .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..", "dev.peregrine.shared..")
                 .layer("config").definedBy("dev.peregrine.config..")
                 .whereLayer("entry").mayNotBeAccessedByAnyLayer()
                 .whereLayer("assembly").mayOnlyBeAccessedByLayers("entry")

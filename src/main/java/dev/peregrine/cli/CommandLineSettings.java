@@ -11,6 +11,7 @@ import dev.peregrine.config.LogFormat;
 import dev.peregrine.config.OperationsSettings;
 import dev.peregrine.config.ProtocolSettings;
 import dev.peregrine.config.PythonSettings;
+import dev.peregrine.config.RateLimitSettings;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.TlsSettings;
 import dev.peregrine.config.TlsSettings.CertificatePair;
@@ -59,7 +60,8 @@ public final class CommandLineSettings {
                 tls,
                 protocols,
                 webSocket(c),
-                new EdgeSettings(healthCheckPath(c.healthCheckPath), staticMounts(c.staticDir), compressStatic(c), compression(c)),
+                new EdgeSettings(healthCheckPath(c.healthCheckPath), rateLimit(c), staticMounts(c.staticDir), compressStatic(c),
+                        compression(c)),
                 operations(c, listen));
     }
 
@@ -147,6 +149,21 @@ public final class CommandLineSettings {
         return asked == 0 ? Runtime.getRuntime().availableProcessors() : asked;
     }
 
+    private static RateLimitSettings rateLimit(PeregrineCommand c) {
+        if (c.rateLimit == null) {
+            if (c.rateLimitBurst != null) throw new ConfigException("option '--rate-limit-burst' needs --rate-limit");
+            return null;
+        }
+        if (c.rateLimitBurst != null && (c.rateLimitBurst < 1 || c.rateLimitBurst > RateLimitSettings.MAX_BURST)) {
+            throw new ConfigException("invalid value for option '--rate-limit-burst': " + c.rateLimitBurst + " is not 1 to " + RateLimitSettings.MAX_BURST);
+        }
+        try {
+            return RateLimitSettings.parse(c.rateLimit, c.rateLimitBurst);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("invalid value for option '--rate-limit': " + e.getMessage());
+        }
+    }
+
     private static String healthCheckPath(String path) {
         if (path == null) return null;
         if (!path.startsWith("/") || path.chars().anyMatch(ch -> ch <= ' ' || ch == '?' || ch == '#' || ch >= 0x7f)) {
@@ -217,8 +234,6 @@ public final class CommandLineSettings {
         asked.put("--acme-staging", on(c.acmeStaging));
         asked.put("--acme-directory", c.acmeDirectory != null);
         asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
-        asked.put("--rate-limit", c.rateLimit != null);
-        asked.put("--rate-limit-burst", c.rateLimitBurst != null);
         asked.put("--cache-size", c.cacheSize != null);
         asked.put("--cache-max-object", c.cacheMaxObject != null);
         asked.put("--cache-ttl-max", c.cacheTtlMax != null);

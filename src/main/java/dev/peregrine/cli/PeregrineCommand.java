@@ -101,7 +101,7 @@ public class PeregrineCommand implements Callable<Integer> {
     // Edge
     @Option(names = "--static-dir", split = ",", splitSynopsisLabel = ",", paramLabel = "P=DIR", description = "Serve URL prefix P from DIR (repeatable).") public List<String> staticDir = new ArrayList<>();
     @Option(names = "--rate-limit", paramLabel = "RATE", description = "429 past RATE requests per client (100/s, 600/m).") public String rateLimit;
-    @Option(names = "--rate-limit-burst", paramLabel = "N", description = "Requests allowed at once before RATE applies.") public Integer rateLimitBurst;
+    @Option(names = "--rate-limit-burst", paramLabel = "N", description = "Requests allowed at once before RATE applies (default: one second's worth of RATE, at least 1).") public Integer rateLimitBurst;
     @Option(names = "--cache-size", paramLabel = "MIB", description = "Shared response cache size.") public Integer cacheSize;
     @Option(names = "--cache-max-object", paramLabel = "KIB", description = "Largest body the cache keeps.") public Integer cacheMaxObject;
     @Option(names = "--cache-ttl-max", paramLabel = "SECONDS", description = "Longest a response is kept.") public Integer cacheTtlMax;

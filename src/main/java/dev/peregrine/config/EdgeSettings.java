@@ -5,12 +5,13 @@ import java.util.List;
 
 /**
  * The stages the server runs in front of the application. {@code healthCheckPath} is null when the
- * server answers no health check; {@code staticMounts} is empty when it serves no files itself.
- * {@code compressStatic}: precompressed siblings (FILE.br, FILE.zst, FILE.gz) are sent to clients that
- * accept them. {@code compression} is null when the server compresses no application response (--compress).
+ * server answers no health check, {@code rateLimit} when no rate limit applies; {@code staticMounts} is
+ * empty when it serves no files itself. {@code compressStatic}: precompressed siblings (FILE.br,
+ * FILE.zst, FILE.gz) are sent to clients that accept them. {@code compression} is null when the server
+ * compresses no application response (--compress).
  */
-public record EdgeSettings(String healthCheckPath, List<StaticMount> staticMounts, boolean compressStatic,
-                           CompressionSettings compression) {
+public record EdgeSettings(String healthCheckPath, RateLimitSettings rateLimit, List<StaticMount> staticMounts,
+                           boolean compressStatic, CompressionSettings compression) {
 
     /**
      * One --static-dir: requests whose path is {@code prefix} or under it ({@code prefix} starts with a

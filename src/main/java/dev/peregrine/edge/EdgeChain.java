@@ -3,6 +3,10 @@ package dev.peregrine.edge;
 import dev.peregrine.config.EdgeSettings;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.UpgradeGate;
+import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.shared.SharedLayout;
+import dev.peregrine.shared.SharedRegion;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -17,7 +21,8 @@ import java.util.List;
  * <ol>
  *   <li>the health check: a probe is answered before anything could refuse or delay it, and is never
  *       rate limited;</li>
- *   <li>the rate limit (to come): a client past its budget costs the server as little as possible;</li>
+ *   <li>the rate limit: a client past its budget costs the server as little as possible; everything
+ *       after it, static files included, counts against the budget;</li>
  *   <li>static files ({@link StaticFiles}, --static-dir): answered from disk on the I/O thread, never by
  *       the application;</li>
  *   <li>compression (--compress), on the way out: it wraps the exchange, so it sees the responses of the
@@ -29,15 +34,28 @@ import java.util.List;
  */
 public final class EdgeChain {
     private final HealthCheck health;
+    private final RateLimit rateLimit;
     private final Application entry;
 
-    public EdgeChain(EdgeSettings settings, Application application) {
+    /**
+     * @param shared  the area of {@link SharedLayout#of} this settings' layout, mapped by this worker; null when it has none
+     * @param metrics where the stages count
+     */
+    public EdgeChain(EdgeSettings settings, SharedRegion shared, RequestMetrics metrics, Application application) {
         List<EdgeStage> stages = new ArrayList<>();
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
+        rateLimit = settings.rateLimit() == null ? null
+                : new RateLimit(settings.rateLimit(), SharedLayout.of(settings).rateLimitTable(shared), metrics);
+        if (rateLimit != null) stages.add(rateLimit);
         if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts(), settings.compressStatic()));
         if (settings.compression() != null) stages.add(new Compression(settings.compression()));
         entry = link(stages, application);
+    }
+
+    /** What WebSocket handshakes, which leave the chain before its stages, must pass: the rate limit. */
+    public UpgradeGate upgradeGate() {
+        return rateLimit != null ? rateLimit : UpgradeGate.OPEN;
     }
 
     /** Where transports hand requests. */

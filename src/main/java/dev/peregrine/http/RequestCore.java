@@ -2,6 +2,7 @@ package dev.peregrine.http;
 
 import dev.peregrine.ops.metrics.RequestMetrics;
 
+import java.net.InetSocketAddress;
 import java.time.Instant;
 
 /**
@@ -15,12 +16,19 @@ public final class RequestCore {
     private final HttpSettings settings;
     private final Connections connections;
     private final Application chain;
+    private final UpgradeGate upgrades;
 
     /** @param chain the edge chain, whose last stage is the application adapter */
     public RequestCore(HttpSettings settings, Connections connections, Application chain) {
+        this(settings, connections, chain, UpgradeGate.OPEN);
+    }
+
+    /** @param upgrades what the edge chain says of WebSocket handshakes, which do not pass through it */
+    public RequestCore(HttpSettings settings, Connections connections, Application chain, UpgradeGate upgrades) {
         this.settings = settings;
         this.connections = connections;
         this.chain = chain;
+        this.upgrades = upgrades;
     }
 
     public HttpSettings settings() { return settings; }
@@ -35,6 +43,11 @@ public final class RequestCore {
     public Refusal check(HttpRequestHead head) {
         if (head.contentLength() > settings.maxBody()) return Refusal.of(413, "request body larger than --max-body");
         return null;
+    }
+
+    /** What a WebSocket handshake from {@code client} (after forwarding) gets instead of an upgrade; null when it may proceed. */
+    public Refusal checkUpgrade(HttpRequestHead head, InetSocketAddress client) {
+        return upgrades.check(head, client);
     }
 
     /**

@@ -220,6 +220,11 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             if (origin != null && origin.client() != null) client = origin.client();
             if (origin != null && origin.scheme() != null) scheme = origin.scheme();
         }
+        Refusal refusal = core.checkUpgrade(head, client);
+        if (refusal != null) {
+            refuse(refusal, head);
+            return;
+        }
         upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, client, headStarted), ctx, head,
                 head.http11() ? "1.1" : "1.0", scheme, client, settings.webSocket(), core.connections());
         upgrading.begin(webSockets);

@@ -179,7 +179,13 @@ final class ResponseEncoder {
         out.writeBytes(STATUS_LINES[refusal.status()]);
         out.writeBytes(SERVER);
         out.writeBytes(dateLine());
-        ByteBufUtil.writeAscii(out, "content-type: text/plain; charset=utf-8\r\ncontent-length: " + bytes.length + "\r\n");
+        // The refusal's own head: its content type and length, and what its maker added (a 429's Retry-After).
+        ResponseHead head = refusal.head();
+        byte[] data = head.data();
+        for (int i = 0; i < head.count(); i++) {
+            out.writeBytes(data, head.nameStart(i), head.nameLength(i)).writeByte(':').writeByte(' ');
+            out.writeBytes(data, head.valueStart(i), head.valueLength(i)).writeBytes(CRLF);
+        }
         out.writeBytes(CLOSE);
         out.writeBytes(CRLF);
         out.writeBytes(bytes);

@@ -13,6 +13,8 @@ import dev.peregrine.http3.Http3Setup;
 import dev.peregrine.ops.AccessLog;
 import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
+import dev.peregrine.shared.SharedLayout;
+import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.tls.HttpsRedirect;
@@ -95,6 +97,14 @@ public final class WorkerAssembly {
         }
         undo.push(metrics::close);
 
+        SharedLayout layout = SharedLayout.of(settings.edge());
+        SharedRegion shared;
+        try {
+            shared = layout == null ? null : layout.forWorker(System.getenv());
+        } catch (java.io.IOException e) {
+            throw new StartFailure(1, "cannot map the workers' shared memory: " + e.getMessage(), "");
+        }
+
         PythonInstall install;
         PythonInterpreter interpreter;
         try {
@@ -140,8 +150,8 @@ public final class WorkerAssembly {
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
         HttpSettings http = httpSettings(settings);
-        EdgeChain edge = new EdgeChain(settings.edge(), application);
-        RequestCore core = new RequestCore(http, connections, edge.entry());
+        EdgeChain edge = new EdgeChain(settings.edge(), shared, metrics.recorder(), application);
+        RequestCore core = new RequestCore(http, connections, edge.entry(), edge.upgradeGate());
 
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);

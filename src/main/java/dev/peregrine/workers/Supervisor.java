@@ -2,6 +2,8 @@ package dev.peregrine.workers;
 
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.Version;
+import dev.peregrine.shared.SharedLayout;
+import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.tls.HttpsRedirect;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
@@ -68,6 +70,8 @@ public final class Supervisor {
     private int[] failures;
     private String controlPath;
     private SupervisorMetrics metrics;
+    /** Names the shared memory for the workers; empty when no option needs it. */
+    private Map<String, String> sharedEnvironment = Map.of();
 
     /** The rolling replacement under way: positions still to replace, and the replacement starting now. */
     private final Deque<Integer> toReplace = new ArrayDeque<>();
@@ -167,6 +171,18 @@ public final class Supervisor {
             throw new CannotStart(e.getMessage());
         }
         if (metrics != null) undo.push(metrics::close); // null without --metrics-port
+        SharedLayout layout = SharedLayout.of(settings.edge());
+        if (layout != null) {
+            // This process only creates the area: the file keeps it while workers come and go, and dies with this process.
+            Path file = SharedRegion.directory().resolve("peregrine-" + ProcessHandle.current().pid() + ".shared");
+            try {
+                layout.create(file);
+            } catch (IOException e) {
+                throw new CannotStart("cannot create the workers' shared memory " + file + ": " + e.getMessage());
+            }
+            undo.push(() -> deleteQuietly(file));
+            sharedEnvironment = Map.of(SharedLayout.FILE_ENV, file.toString());
+        }
         if (settings.tls().redirectHttpPort() == null) return;
         // The redirect port needs no application: the supervisor answers it, for all workers.
         Channel redirect;
@@ -241,7 +257,9 @@ public final class Supervisor {
         WorkerProcess w;
         int slot = metrics == null ? -1 : metrics.takeSlot(position);
         try {
-            w = WorkerProcess.start(position, controlPath, metrics == null ? Map.of() : metrics.environment(slot), slot);
+            Map<String, String> environment = new HashMap<>(sharedEnvironment);
+            if (metrics != null) environment.putAll(metrics.environment(slot));
+            w = WorkerProcess.start(position, controlPath, environment, slot);
         } catch (IOException e) {
             if (metrics != null) metrics.releaseSlot(slot);
             LOG.errorf("Cannot start worker %d: %s", position + 1, e.getMessage());

@@ -5,6 +5,7 @@ import dev.peregrine.ops.metrics.MetricsExporter;
 import dev.peregrine.ops.metrics.MetricsServer;
 import dev.peregrine.ops.metrics.MetricsStore;
 import dev.peregrine.ops.metrics.WorkerMetrics;
+import dev.peregrine.shared.SharedRegion;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -40,9 +41,7 @@ final class SupervisorMetrics implements AutoCloseable {
     /** Null when --metrics-port was not given. */
     static SupervisorMetrics start(ServerSettings settings, int workers) throws IOException {
         if (settings.operations().metricsPort() == null) return null;
-        // /dev/shm keeps the file in memory; elsewhere (no tmpfs there) the page cache does the same job.
-        Path dir = Files.isDirectory(Path.of("/dev/shm")) ? Path.of("/dev/shm") : Path.of(System.getProperty("java.io.tmpdir"));
-        Path file = dir.resolve("peregrine-" + ProcessHandle.current().pid() + ".metrics");
+        Path file = SharedRegion.directory().resolve("peregrine-" + ProcessHandle.current().pid() + ".metrics");
         MetricsStore store = MetricsStore.create(file, workers * SLOTS_PER_WORKER);
         try {
             MetricsServer server = MetricsServer.start(new MetricsExporter(store), settings.operations().metricsHost(), settings.operations().metricsPort());

@@ -41,10 +41,4 @@ class CompressionOptionsTest {
         ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress", "--compress-min-size", "-1", "main:app"));
         assertTrue(e.getMessage().contains("--compress-min-size"), e.getMessage());
     }
-
-    @Test
-    void compressStaticIsStillRefused() {
-        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--compress-static", "main:app"));
-        assertEquals("--compress-static is not supported yet", e.getMessage());
-    }
 }

@@ -1,6 +1,7 @@
 package dev.peregrine.cli;
 
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.RateLimitSettings;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.ApplicationProtocol;
 import dev.peregrine.config.LogLevel;
@@ -156,8 +157,6 @@ class ServerSettingsTest {
                 arguments("--acme-staging", "--acme-staging"),
                 arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
                 arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
-                arguments("--rate-limit", "--rate-limit 100/s"),
-                arguments("--rate-limit-burst", "--rate-limit-burst 10"),
                 arguments("--cache-size", "--cache-size 64"),
                 arguments("--cache-max-object", "--cache-max-object 1024"),
                 arguments("--cache-ttl-max", "--cache-ttl-max 300"));
@@ -261,7 +260,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
-            "--static-dir", "--compress-static", "--compress", "--compress-min-size",
+            "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 
@@ -314,6 +313,55 @@ class ServerSettingsTest {
         assertEquals(List.of(Path.of("src"), Path.of("lib")), fromEnv.python().pythonPath());
         assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")),
                 Cli.settings("--python-path", "a,b", "--python-path", "c", "main:app").python().pythonPath());
+    }
+
+    // ---- rate limit
+
+    @Test
+    void rateLimitTakesARatePerSecondMinuteOrHourAndABurst() {
+        assertNull(Cli.settings("main:app").edge().rateLimit());
+        RateLimitSettings perSecond = Cli.settings("--rate-limit", "100/s", "main:app").edge().rateLimit();
+        assertEquals(100, perSecond.requests());
+        assertEquals(1, perSecond.periodSeconds());
+        assertEquals(100, perSecond.burst(), "the default burst is one second's worth");
+        assertEquals(10_000_000, perSecond.intervalNanos());
+        RateLimitSettings perMinute = Cli.settings("--rate-limit", "600/m", "--rate-limit-burst", "3", "main:app").edge().rateLimit();
+        assertEquals(600, perMinute.requests());
+        assertEquals(60, perMinute.periodSeconds());
+        assertEquals(3, perMinute.burst());
+        assertEquals(10, Cli.settings("--rate-limit", "600/m", "main:app").edge().rateLimit().burst());
+        RateLimitSettings perHour = Cli.settings("--rate-limit", "30/h", "main:app").edge().rateLimit();
+        assertEquals(3600, perHour.periodSeconds());
+        assertEquals(1, perHour.burst(), "less than one a second rounds up to a burst of one");
+        assertEquals(120_000_000_000L, perHour.intervalNanos());
+    }
+
+    @Test
+    void rateLimitComesFromTheEnvironmentToo() {
+        ServerSettings s = Cli.withConfig(Map.of(), Map.of("PEREGRINE_RATE_LIMIT", "5/s", "PEREGRINE_RATE_LIMIT_BURST", "7"), true,
+                () -> Cli.settings("main:app"));
+        assertEquals(5, s.edge().rateLimit().requests());
+        assertEquals(7, s.edge().rateLimit().burst());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"100", "100/d", "/s", "0/s", "-1/s", "1.5/s", "ten/s", "100/sec", "100 /s", "2000000000/s", "99999999999/h"})
+    void badRatesAreRefusedNamingTheOption(String rate) {
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--rate-limit", rate, "main:app"));
+        assertTrue(e.getMessage().contains("'--rate-limit'") && !e.getMessage().contains("\n"), e.getMessage());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"0", "-3", "1000001"})
+    void badBurstsAreRefusedNamingTheOption(String burst) {
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--rate-limit", "1/s", "--rate-limit-burst", burst, "main:app"));
+        assertTrue(e.getMessage().contains("'--rate-limit-burst'"), e.getMessage());
+    }
+
+    @Test
+    void aBurstWithoutARateIsRefused() {
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--rate-limit-burst", "5", "main:app"));
+        assertEquals("option '--rate-limit-burst' needs --rate-limit", e.getMessage());
     }
 
     // ---- metrics

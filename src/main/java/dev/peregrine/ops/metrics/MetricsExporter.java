@@ -35,6 +35,11 @@ public final class MetricsExporter {
         counter("peregrine.request.body", "Request body bytes received", REQUEST_BODY_BYTES).baseUnit("bytes").register(registry);
         counter("peregrine.response.body", "Response body bytes sent, chunked framing included", RESPONSE_BODY_BYTES)
                 .baseUnit("bytes").register(registry);
+        counter("peregrine.rate.limited", "Requests answered 429 by --rate-limit", RATE_LIMITED).register(registry);
+        counter("peregrine.rate.limit.untracked", "Requests --rate-limit let through uncounted: no room in its table", RATE_LIMIT_UNTRACKED)
+                .register(registry);
+        counter("peregrine.rate.limit.forgotten", "Clients with part of their --rate-limit budget spent, forgotten to make room",
+                RATE_LIMIT_FORGOTTEN).register(registry);
         gauge("peregrine.connections.active", "Connections open now", s -> s.sum(CONNECTIONS_ACTIVE)).register(registry);
         gauge("peregrine.requests.in.flight", "Requests received and not yet answered in full", s -> s.sum(REQUESTS_IN_FLIGHT))
                 .register(registry);

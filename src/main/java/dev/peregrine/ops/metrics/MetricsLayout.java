@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 1;
+    static final long VERSION = 2;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -58,8 +58,14 @@ public final class MetricsLayout {
     // Gauges belong to the live process: the supervisor zeroes them when it exits.
     static final int CONNECTIONS_ACTIVE = CONNECTIONS_TOTAL + 1;
     static final int REQUESTS_IN_FLIGHT = CONNECTIONS_ACTIVE + 1;
+    /** Requests the rate limit answered with 429. */
+    static final int RATE_LIMITED = REQUESTS_IN_FLIGHT + 1;
+    /** Requests let through uncounted: every table entry their key may use held a client being limited. */
+    static final int RATE_LIMIT_UNTRACKED = RATE_LIMITED + 1;
+    /** Clients with part of their budget spent that the table forgot to make room (they start afresh). */
+    static final int RATE_LIMIT_FORGOTTEN = RATE_LIMIT_UNTRACKED + 1;
     // Written by the Python thread(s) rather than the I/O thread: a cache line of their own.
-    static final int PYTHON_WAIT_BUCKETS = lineAfter(REQUESTS_IN_FLIGHT);
+    static final int PYTHON_WAIT_BUCKETS = lineAfter(RATE_LIMIT_FORGOTTEN);
     static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
     /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
     static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);

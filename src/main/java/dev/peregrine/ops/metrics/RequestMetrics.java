@@ -71,6 +71,24 @@ public final class RequestMetrics {
         if (bytesOut != 0) add(RESPONSE_BODY_BYTES, bytesOut);
     }
 
+    /** The rate limit answered a request with 429. */
+    public void rateLimited() {
+        if (segment == null) return;
+        add(RATE_LIMITED, 1);
+    }
+
+    /** The rate limit let a request through without counting it: its table had no room the bound allowed. */
+    public void rateLimitUntracked() {
+        if (segment == null) return;
+        add(RATE_LIMIT_UNTRACKED, 1);
+    }
+
+    /** The rate limit's table forgot a client whose budget was partly spent, to make room for another. */
+    public void rateLimitForgotten() {
+        if (segment == null) return;
+        add(RATE_LIMIT_FORGOTTEN, 1);
+    }
+
     /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
     public void pythonStarted(long readyNanos) {
         if (segment == null) return;
