@@ -286,15 +286,8 @@ def slow(start_module_server):
     metrics = free_port()
     server = start_module_server(APP, "--host", "::1", "--workers", "2", "--rate-limit", "1/m", "--rate-limit-burst", "2",
                                  "--forwarded-allow-ips", "::1", "--metrics-port", metrics, "--metrics-host", "127.0.0.1", wait=False)
-
-    def accepts():
-        try:
-            connect(server.port, None, "::1").close()
-            return True
-        except OSError:
-            return False
-
-    assert poll(accepts, timeout=60), server.output()[-3000:]
+    # The supervisor holds the socket from the start: ready is when it says every worker is.
+    assert server.wait_for_output("with 2 workers", timeout=90), server.output()[-3000:]
     return server, metrics
 
 
