@@ -8,8 +8,9 @@ own source address (any 127.x.y.z reaches a server on 127.0.0.1).
 
 Counting is checked against the test's own clock: every request was charged between the moment
 the first was sent and the moment the last answer arrived, so at most burst + rate x (that span) + 1
-may pass; and since the client never pauses long enough for its budget to fill up, at least
-burst + rate x (first answer .. last send) - 1 must pass.
+may pass. And the burst passed before the first refusal, after which the client, sending faster than
+the rate, never lets its budget fill up again: at least burst + rate x (first refusal's answer ..
+last send) - 1 must pass. The client keeps sending for a while after its first refusal.
 """
 
 import math
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.peregrine_only
 
 APP = "rate_limit_app:app"
 PROXY = "127.0.0.2"  # the trusted proxy's source address
-RATE, BURST = 10, 20
+RATE, BURST = 10, 50  # the burst lasts 5 s: only a stall longer than that could lose refills
 
 
 def connect(port, source=None, host="127.0.0.1"):
@@ -107,96 +108,106 @@ def pids_seen(port, network, count=40):
 
 @pytest.fixture(scope="module")
 def limited(start_module_server):
-    """Two workers, 10/s with a burst of 20, a trusted proxy at 127.0.0.2, and metrics."""
+    """Two workers, RATE a second with a burst of BURST, a trusted proxy at 127.0.0.2, and metrics."""
     metrics = free_port()
     server = start_module_server(APP, "--workers", "2", "--rate-limit", "%d/s" % RATE, "--rate-limit-burst", BURST,
                                  "--forwarded-allow-ips", PROXY, "--health-check-path", "/healthz",
                                  "--metrics-port", metrics, "--access-log")
+    # A supervisor's socket accepts from the start: the server is ready once it says every worker is.
+    assert server.wait_for_output("with 2 workers", timeout=90), server.output()[-3000:]
     return server, metrics
+
+
+class Marks:
+    """The test's clock bounds of one client's run (see the module's docstring)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sent_first = time.monotonic()
+        self.first_refusal_answered = None
+        self.sent_last = 0.0
+        self.answered_last = None
+        self.allowed = self.refused = 0
+
+    def record(self, sent, status):
+        answered = time.monotonic()
+        assert status in (200, 429), status
+        with self.lock:
+            if status == 200:
+                self.allowed += 1
+            else:
+                self.refused += 1
+                if self.first_refusal_answered is None:
+                    self.first_refusal_answered = answered
+            self.sent_last = max(self.sent_last, sent)
+            self.answered_last = answered
+
+    def going(self, seconds, now):
+        """Whether to send more: until `seconds` after the first refusal (60 s at most in all)."""
+        first = self.first_refusal_answered
+        return now < self.sent_first + 60 and (first is None or now < first + seconds)
+
+    def assert_exact(self):
+        assert self.refused > 0, "the client was never limited"
+        most = BURST + math.floor(RATE * (self.answered_last - self.sent_first)) + 1
+        least = BURST + math.floor(RATE * (self.sent_last - self.first_refusal_answered)) - 1
+        assert least <= self.allowed <= most, "%d allowed; expected %d..%d" % (self.allowed, least, most)
 
 
 def hammer_http1(port, client, seconds, connections=4, source=PROXY, forged=False):
     """Sends requests for `client` as fast as it can over several connections (so both workers get
-    some) for about `seconds`; returns (allowed, limited, (sent_first, answered_first, sent_last, answered_last))."""
-    counts = {"ok": 0, "limited": 0}
-    lock = threading.Lock()
-    marks = {"answered_first": None, "sent_last": 0.0}
-    start = time.monotonic()
-    stop = start + seconds
+    some), 4 pipelined at a time, until `seconds` after its first refusal; returns the Marks."""
+    marks = Marks()
 
     def run():
         with connect(port, source) as s:
             responses = Responses(s)
             while True:
                 sent = time.monotonic()
-                if sent > stop:
+                if not marks.going(seconds, sent):
                     return
                 if forged:
                     s.sendall(b"".join(request_bytes("/", "203.0.113.%d" % (sent * 1e6 % 250 + i)) for i in range(4)))
                 else:
                     s.sendall(request_bytes("/", client) * 4)
                 for _ in range(4):
-                    status, _, _ = responses.next()
-                    answered = time.monotonic()
-                    with lock:
-                        counts["ok" if status == 200 else "limited"] += 1
-                        assert status in (200, 429), status
-                        if marks["answered_first"] is None:
-                            marks["answered_first"] = answered
-                        marks["sent_last"] = max(marks["sent_last"], sent)
+                    marks.record(sent, responses.next()[0])
 
     threads = [threading.Thread(target=run) for _ in range(connections)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
-    end = time.monotonic()
-    return counts["ok"], counts["limited"], (start, marks["answered_first"], marks["sent_last"], end)
-
-
-def assert_exact(allowed, marks):
-    sent_first, answered_first, sent_last, answered_last = marks
-    most = BURST + math.floor(RATE * (answered_last - sent_first)) + 1
-    least = BURST + math.floor(RATE * (sent_last - answered_first)) - 1
-    assert least <= allowed <= most, "%d allowed; expected %d..%d" % (allowed, least, most)
+        t.join(90)
+    return marks
 
 
 def test_a_client_as_fast_as_it_can_over_two_workers_gets_burst_plus_rate_times_time(limited):
     server, metrics = limited
     assert len(pids_seen(server.port, "198.51.101")) == 2, "the requests did not reach both workers"
-    allowed, refused, marks = hammer_http1(server.port, "198.51.100.1", 1.5)
-    assert refused > 0
-    assert_exact(allowed, marks)
+    hammer_http1(server.port, "198.51.100.1", 1.5).assert_exact()
 
 
 def test_http2_requests_share_the_budget_exactly(limited):
     server, _ = limited
     transport = httpx.HTTPTransport(http1=False, http2=True, local_address=PROXY)
     headers = {"X-Forwarded-For": "198.51.100.2"}
-    allowed = 0
     with httpx.Client(transport=transport, base_url=server.url, http1=False, http2=True, timeout=20) as c:
-        start = time.monotonic()
-        answered_first = sent_last = None
+        c.get("/pid", headers={"X-Forwarded-For": "198.51.100.20"})  # the connection, before the clock starts
+        marks = Marks()
         while True:
             sent = time.monotonic()
-            if sent > start + 1.5:
+            if not marks.going(1.5, sent):
                 break
             r = c.get("/", headers=headers)
             assert r.http_version == "HTTP/2"
-            assert r.status_code in (200, 429)
-            allowed += r.status_code == 200
-            answered_first = answered_first or time.monotonic()
-            sent_last = sent
-        end = time.monotonic()
-    assert_exact(allowed, (start, answered_first, sent_last, end))
+            marks.record(sent, r.status_code)
+    marks.assert_exact()
 
 
 def test_a_forged_forwarded_for_from_an_untrusted_peer_is_keyed_by_the_peer(limited):
     server, _ = limited
     # Every request names another client, but the peer is not trusted: one budget, counted exactly.
-    allowed, refused, marks = hammer_http1(server.port, None, 1.0, source="127.0.0.7", forged=True)
-    assert refused > 0
-    assert_exact(allowed, marks)
+    hammer_http1(server.port, None, 1.0, source="127.0.0.7", forged=True).assert_exact()
     # The budget spent is the peer's own, not that of the addresses it named.
     assert one(server.port, client="203.0.113.1")[0] == 200
 
@@ -286,15 +297,8 @@ def slow(start_module_server):
     metrics = free_port()
     server = start_module_server(APP, "--host", "::1", "--workers", "2", "--rate-limit", "1/m", "--rate-limit-burst", "2",
                                  "--forwarded-allow-ips", "::1", "--metrics-port", metrics, "--metrics-host", "127.0.0.1", wait=False)
-
-    def accepts():
-        try:
-            connect(server.port, None, "::1").close()
-            return True
-        except OSError:
-            return False
-
-    assert poll(accepts, timeout=60), server.output()[-3000:]
+    # The supervisor holds the socket from the start: ready is when it says every worker is.
+    assert server.wait_for_output("with 2 workers", timeout=90), server.output()[-3000:]
     return server, metrics
 
 
