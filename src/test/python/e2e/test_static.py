@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from conftest import free_port, poll
+from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser is a module fixture)
 from test_tls import certs, wait_tls_ready  # noqa: F401 (certs is the module-scoped fixture making the test certificates)
 
 pytestmark = pytest.mark.peregrine_only
@@ -519,6 +520,22 @@ def test_plain_http2_prior_knowledge(server):
     with httpx.Client(http1=False, http2=True, base_url=server.url) as client:
         r = client.get("/static/big.bin")
         assert r.http_version == "HTTP/2" and r.content == BIG
+
+
+def test_http3_serves_files_and_ranges(start_server, tree, certs, browser):
+    s = start_h3(start_server, certs, "--static-dir", "/static=%s" % (tree / "root"))
+    page = open_h3(browser, s.port, path="/static/hello.txt", isolated=True, server=s)
+    try:
+        r = fetch_h3(page, "/static/big.bin", keep_body=False)
+        assert r.status == 200 and r.length == len(BIG)
+        assert r.sha256 == hashlib.sha256(BIG).hexdigest()
+        r = fetch_h3(page, "/static/big.bin", headers={"range": "bytes=100-199"})
+        assert r.status == 206 and r.body == BIG[100:200]
+        assert r.headers["content-range"] == "bytes 100-199/%d" % len(BIG)
+        etag = fetch_h3(page, "/static/hello.txt").headers["etag"]
+        assert fetch_h3(page, "/static/hello.txt", headers={"if-none-match": etag}).status == 304
+    finally:
+        page.close()
 
 
 def slow_read(port, path, pause_after, read_size=65536):

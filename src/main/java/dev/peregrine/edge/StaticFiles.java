@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
@@ -61,7 +62,7 @@ final class StaticFiles implements EdgeStage {
         int start = head.pathStart(), length = head.pathLength();
         for (Mount mount : mounts) {
             int p = mount.prefix().length;
-            if (length < p || !java.util.Arrays.equals(bytes, start, start + p, mount.prefix(), 0, p)) continue;
+            if (length < p || !Arrays.equals(bytes, start, start + p, mount.prefix(), 0, p)) continue;
             if (length > p && bytes[start + p] != '/') continue;
             serve(exchange, mount, start + p, length - p);
             return;
