@@ -2,6 +2,7 @@ package dev.peregrine.edge;
 
 import dev.peregrine.config.EdgeSettings;
 import dev.peregrine.http.Application;
+import dev.peregrine.edge.cache.ResponseCache;
 import dev.peregrine.edge.ratelimit.RateLimit;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.UpgradeGate;
@@ -25,8 +26,8 @@ import java.util.List;
  *   <li>the rate limit: a client past its budget costs the server as little as possible; everything
  *       after it, static files included, counts against the budget;</li>
  *   <li>static files (to come): answered from disk, never by the application;</li>
- *   <li>the response cache (to come): a hit is answered without the application, a miss is stored on
- *       its way out;</li>
+ *   <li>the response cache: a hit is answered without the application, a miss is stored on its way
+ *       out;</li>
  *   <li>compression (to come), on the way out: it wraps the exchange, so it sees the responses of the
  *       application and of the stages after it, and the cache stores what the application sent.</li>
  * </ol>
@@ -47,6 +48,9 @@ public final class EdgeChain {
         rateLimit = settings.rateLimit() == null ? null
                 : new RateLimit(settings.rateLimit(), SharedLayout.of(settings).rateLimitTable(shared), metrics);
         if (rateLimit != null) stages.add(rateLimit);
+        if (settings.cache() != null) {
+            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), metrics));
+        }
         entry = link(stages, application);
     }
 
