@@ -22,30 +22,39 @@ import dev.peregrine.shared.SharedRegion;
  *
  * <p><b>Ring.</b> A record is reserved by adding its length to the control line's cursor (an absolute
  * byte count that never wraps), copied in at the cursor modulo the ring's size, and only then published
- * in a slot. Eviction is the ring's: new records overwrite the oldest bytes, and an entry whose record
- * is overwritten is gone. A reader copies a record out and then checks that the cursor has not moved
- * more than a ring past its position: if it has, the copy may be torn and counts as absent. Recent use
- * is favoured by moving an entry that is hit while in the oldest quarter of the ring to its head
- * (second chance), so that what is read often survives what was stored once.
+ * in a slot. Each record starts with three longs: its own position, its key's hash and its length.
+ * Eviction is the ring's: new records overwrite the oldest bytes. Before copying in, a writer walks the
+ * records its bytes will cover, from the control line's eviction cursor, advancing that cursor by
+ * compare-and-set record by record and freeing the slot of each record it passes (whoever advances the
+ * cursor over a record frees it, once); a record whose header is not its own (a writer died before
+ * writing it) makes the walker jump to where it needs to be, and entries there are found stale by the
+ * next lookup instead. A reader copies a record out and then checks that the cursor has not moved more
+ * than a ring past its position: if it has, the copy may be torn and counts as absent. Recent use is
+ * favoured by moving an entry that is hit while in the oldest quarter of the ring to its head (second
+ * chance), so that what is read often survives what was stored once.
  */
 final class CacheStore {
     static final int SLOT_BYTES = 64;
     static final int BYTES_PER_SLOT = 4096;
     static final int PROBE = 8;
     private static final int CONTROL_BYTES = 64;
-    private static final long CURSOR = 0;
+    private static final long CURSOR = 0, EVICTED = 8;
+    private static final int RECORD_HEADER = 24;
 
     static final int FREE = 0, READY = 1, FILLING = 2, PASS = 3;
     private static final int VERSION = 0, HASH = 8, STATE = 16, UNTIL = 24, RECEIVED = 32, POSITION = 40, LENGTH = 48, LAST_USE = 56;
     private static final int READ_TRIES = 8;
 
     private final SharedRegion area;
+    /** Told of each entry the ring's walk freed. */
+    private final java.util.function.Consumer<Slot> onEvicted;
     private final int slots;
     private final long ringBase;
     private final long ringBytes;
 
-    CacheStore(SharedRegion area) {
+    CacheStore(SharedRegion area, java.util.function.Consumer<Slot> onEvicted) {
         this.area = area;
+        this.onEvicted = onEvicted;
         int wanted = (int) Math.min(1 << 24, Math.max(PROBE, area.size() / BYTES_PER_SLOT));
         this.slots = Integer.highestOneBit(wanted);
         this.ringBase = CONTROL_BYTES + (long) slots * SLOT_BYTES;
@@ -124,17 +133,48 @@ final class CacheStore {
         return seen.version() + 2;
     }
 
-    /** Appends a record to the ring and returns its position; -1 when it is larger than a quarter of the ring. */
-    long append(byte[] record) {
+    /**
+     * Appends a record of the key {@code hash} to the ring and returns its position; -1 when it is larger
+     * than a quarter of the ring.
+     */
+    long append(byte[] record, long hash) {
         int length = record.length;
-        if (length > ringBytes / 4) return -1;
-        long reserved = (length + 7) & ~7L;
+        if (RECORD_HEADER + length > ringBytes / 4) return -1;
+        long reserved = (RECORD_HEADER + length + 7) & ~7L;
         long position = area.getAndAdd(CURSOR, reserved);
-        long at = position % ringBytes;
+        evictUpTo(position + reserved - ringBytes);
+        area.set(ringBase + position % ringBytes, position);
+        area.set(ringBase + (position + 8) % ringBytes, hash);
+        area.set(ringBase + (position + 16) % ringBytes, length);
+        long at = (position + RECORD_HEADER) % ringBytes;
         int first = (int) Math.min(length, ringBytes - at);
         area.copyIn(ringBase + at, record, 0, first);
         if (first < length) area.copyIn(ringBase, record, first, length - first);
         return position;
+    }
+
+    /** Walks the eviction cursor to {@code end} (absolute), freeing the slot of each record it passes. */
+    private void evictUpTo(long end) {
+        long evicted;
+        while ((evicted = area.get(EVICTED)) < end) {
+            long own = area.get(ringBase + evicted % ringBytes);
+            long hash = area.get(ringBase + (evicted + 8) % ringBytes);
+            long length = area.get(ringBase + (evicted + 16) % ringBytes);
+            boolean whole = own == evicted && length >= 0 && RECORD_HEADER + length <= ringBytes / 4;
+            long next = whole ? evicted + ((RECORD_HEADER + length + 7) & ~7L) : end;
+            if (area.compareAndSet(EVICTED, evicted, next) && whole) freeRecord(hash, evicted);
+        }
+    }
+
+    private void freeRecord(long hash, long position) {
+        int home = home(hash);
+        for (int i = 0; i < PROBE; i++) {
+            Slot slot = read(probe(home, i));
+            if (slot != null && slot.state() == READY && slot.position() == position && free(slot)) {
+                onEvicted.accept(slot);
+                return;
+            }
+        }
     }
 
     /** Whether the record at {@code position} is still whole: no reservation since has reached its bytes. */
@@ -151,7 +191,7 @@ final class CacheStore {
     byte[] record(long position, int length) {
         if (!intact(position)) return null;
         byte[] copy = new byte[length];
-        long at = position % ringBytes;
+        long at = (position + RECORD_HEADER) % ringBytes;
         int first = (int) Math.min(length, ringBytes - at);
         area.copyOut(ringBase + at, copy, 0, first);
         if (first < length) area.copyOut(ringBase, copy, first, length - first);

@@ -41,7 +41,7 @@ public final class ResponseCache implements EdgeStage {
 
     public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics) {
         this.settings = settings;
-        this.store = new CacheStore(area);
+        this.store = new CacheStore(area, slot -> metrics.cacheReleased(slot.length(), true));
         this.metrics = metrics;
     }
 
@@ -158,7 +158,7 @@ public final class ResponseCache implements EdgeStage {
 
     /** Moves an entry used while in the oldest quarter of the ring to its head, so that it outlives entries nobody reads. */
     private void secondChance(CacheStore.Slot seen, CacheEntry entry, long now) {
-        long position = store.append(entry.record);
+        long position = store.append(entry.record, seen.hash());
         if (position < 0) return;
         CacheStore.Slot current = store.read(seen.index());
         if (current == null || current.version() != seen.version()) return;
@@ -218,7 +218,7 @@ public final class ResponseCache implements EdgeStage {
     /** Stores a response's record; on the I/O thread. {@code claim}: the fill marker it replaces, when it still is one. */
     void publish(CacheRequest request, CacheStore.Slot claim, byte[] record, int variant, long freshMillis, long received) {
         long now = System.currentTimeMillis();
-        long position = store.append(record);
+        long position = store.append(record, request.hash);
         if (position < 0) {
             pass(request.hash, claim);
             return;
