@@ -2,7 +2,6 @@ package dev.peregrine.edge;
 
 import dev.peregrine.config.EdgeSettings;
 import dev.peregrine.http.Application;
-import dev.peregrine.edge.cache.ResponseCache;
 import dev.peregrine.edge.ratelimit.RateLimit;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.UpgradeGate;

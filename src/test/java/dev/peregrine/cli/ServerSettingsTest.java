@@ -159,9 +159,6 @@ class ServerSettingsTest {
                 arguments("--static-dir", "--static-dir /a=b"),
                 arguments("--rate-limit", "--rate-limit 100/s"),
                 arguments("--rate-limit-burst", "--rate-limit-burst 10"),
-                arguments("--cache-size", "--cache-size 64"),
-                arguments("--cache-max-object", "--cache-max-object 1024"),
-                arguments("--cache-ttl-max", "--cache-ttl-max 300"),
                 arguments("--compress", "--compress"),
                 arguments("--compress-min-size", "--compress-min-size 1024"),
                 arguments("--compress-static", "--compress-static"));
@@ -265,6 +262,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
+            "--cache-size", "--cache-max-object", "--cache-ttl-max",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 

@@ -1,4 +1,4 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;

@@ -1,4 +1,4 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.ResponseHead;
@@ -14,8 +14,8 @@ import java.util.Set;
  * fresh (§4.2.1). Only explicit freshness is used: s-maxage, then max-age, then Expires less Date. The
  * cache computes no heuristic freshness: an application that says nothing is not cached.
  */
-final class Storability {
-    private Storability() {}
+final class CacheStorability {
+    private CacheStorability() {}
 
     /**
      * The statuses a cache may store (RFC 9110 §15.1's heuristically cacheable ones, which the RFC
@@ -35,11 +35,11 @@ final class Storability {
     static Verdict judge(CacheRequest request, ResponseHead response, long nowMillis, int ttlMaxSeconds) {
         if (!request.method.equals("GET") || request.noStore || !STATUSES.contains(response.status())) return NOT_STORABLE;
         String cacheControl = value(response, "cache-control");
-        Directives d = Directives.parse(cacheControl == null ? "" : cacheControl);
+        CacheDirectives d = CacheDirectives.parse(cacheControl == null ? "" : cacheControl);
         if (d.has("no-store") || d.has("private") || d.has("no-cache")) return NOT_STORABLE;
         if (value(response, "set-cookie") != null || value(response, "content-range") != null) return NOT_STORABLE;
         String vary = value(response, "vary");
-        if (vary != null && Directives.parse(vary).has("*")) return NOT_STORABLE;
+        if (vary != null && CacheDirectives.parse(vary).has("*")) return NOT_STORABLE;
         if (request.authorization && !d.has("public") && !d.has("s-maxage") && !d.has("must-revalidate")) return NOT_STORABLE;
         long age = ageSeconds(value(response, "age"));
         long lifetimeSeconds;

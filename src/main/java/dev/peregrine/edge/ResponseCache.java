@@ -1,7 +1,6 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 import dev.peregrine.config.CacheSettings;
-import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
@@ -21,7 +20,7 @@ import java.util.concurrent.TimeUnit;
  * ({@link CacheExchange}). Concurrent misses for one key, in any worker, make one application call:
  * the first claims the key's fill marker in the shared index, the others poll the index until the
  * entry is there, the marker is gone, or {@value #WAIT_MILLIS} ms have passed. A successful unsafe
- * request invalidates its URL's entries. Storage: {@link CacheStore}; rules: {@link Storability}.
+ * request invalidates its URL's entries. Storage: {@link CacheStore}; rules: {@link CacheStorability}.
  */
 public final class ResponseCache implements EdgeStage {
     /** How long misses wait for another request's fill of the same key, and how long a fill may take before others stop waiting. */
@@ -143,7 +142,7 @@ public final class ResponseCache implements EdgeStage {
         String status = "Peregrine; hit; ttl=" + Math.max(0, (slot.until() - now) / 1000);
         ResponseHead head;
         boolean withBody = false;
-        if (request.conditional() && entry.status == 200 && Validators.notModified(request, entry)) {
+        if (request.conditional() && entry.status == 200 && CacheValidators.notModified(request, entry)) {
             head = entry.head(304, NOT_MODIFIED_HEADERS);
         } else {
             head = entry.head(entry.status, null);

@@ -1,4 +1,4 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 import java.util.HashMap;
 import java.util.Locale;
@@ -9,13 +9,13 @@ import java.util.Map;
  * without one). Hand-written: Netty has no parser for Cache-Control, and the grammar is a list of
  * {@code token [ "=" ( token / quoted-string ) ]} (RFC 9111 §5.2).
  */
-final class Directives {
+final class CacheDirectives {
     private final Map<String, String> values = new HashMap<>();
 
-    private Directives() {}
+    private CacheDirectives() {}
 
-    static Directives parse(String text) {
-        Directives d = new Directives();
+    static CacheDirectives parse(String text) {
+        CacheDirectives d = new CacheDirectives();
         int i = 0, n = text.length();
         while (i < n) {
             while (i < n && (text.charAt(i) == ',' || text.charAt(i) == ' ' || text.charAt(i) == '\t')) i++;

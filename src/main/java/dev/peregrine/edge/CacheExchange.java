@@ -1,6 +1,5 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
-import dev.peregrine.edge.ExchangeWrapper;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
@@ -32,7 +31,7 @@ final class CacheExchange extends ExchangeWrapper {
     private boolean headSeen;
     /** The response being copied, null once it is known not to be stored. */
     private ResponseHead stored;
-    private Storability.Verdict verdict;
+    private CacheStorability.Verdict verdict;
     private List<String> varyNames;
     private byte[] body;
     private int bodyLength;
@@ -83,11 +82,11 @@ final class CacheExchange extends ExchangeWrapper {
 
     private ResponseHead judged(ResponseHead head, WakeupBatch batch) {
         receivedMillis = System.currentTimeMillis();
-        verdict = Storability.judge(request, head, receivedMillis, cache.settings.ttlMaxSeconds());
+        verdict = CacheStorability.judge(request, head, receivedMillis, cache.settings.ttlMaxSeconds());
         boolean fits = head.contentLength() <= cache.settings.maxObjectBytes();
         if (verdict.storable() && fits) {
             stored = head;
-            varyNames = CacheEntry.varyNames(Storability.value(head, "vary"));
+            varyNames = CacheEntry.varyNames(CacheStorability.value(head, "vary"));
             if (head.contentLength() > 0) body = new byte[(int) head.contentLength()];
         } else {
             onLoop(() -> cache.pass(request.hash, claim), batch);

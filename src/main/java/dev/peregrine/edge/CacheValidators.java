@@ -1,12 +1,12 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 /**
  * Evaluates a request's conditionals against a stored 200 (RFC 9110 §13.1.2, §13.1.3, §13.2.2):
  * If-None-Match with weak comparison of entity tags, else If-Modified-Since against Last-Modified (or,
  * without one, the stored Date).
  */
-final class Validators {
-    private Validators() {}
+final class CacheValidators {
+    private CacheValidators() {}
 
     static boolean notModified(CacheRequest request, CacheEntry entry) {
         if (request.ifNoneMatch != null) {
@@ -22,8 +22,8 @@ final class Validators {
         String lastModified = entry.header("last-modified");
         if (lastModified == null) lastModified = entry.header("date");
         if (lastModified == null) return false;
-        long since = Storability.httpDate(request.ifModifiedSince);
-        long modified = Storability.httpDate(lastModified);
+        long since = CacheStorability.httpDate(request.ifModifiedSince);
+        long modified = CacheStorability.httpDate(lastModified);
         return since >= 0 && modified >= 0 && modified <= since;
     }
 

@@ -1,4 +1,4 @@
-package dev.peregrine.edge.cache;
+package dev.peregrine.edge;
 
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
@@ -29,9 +29,9 @@ final class CacheRequest {
         this.hash = hash(key);
         String cacheControl = value("cache-control");
         String pragma = value("pragma");
-        noCache = cacheControl != null ? Directives.parse(cacheControl).has("no-cache")
-                : pragma != null && Directives.parse(pragma).has("no-cache");
-        noStore = cacheControl != null && Directives.parse(cacheControl).has("no-store");
+        noCache = cacheControl != null ? CacheDirectives.parse(cacheControl).has("no-cache")
+                : pragma != null && CacheDirectives.parse(pragma).has("no-cache");
+        noStore = cacheControl != null && CacheDirectives.parse(cacheControl).has("no-store");
         authorization = value("authorization") != null;
         ifNoneMatch = value("if-none-match");
         ifModifiedSince = value("if-modified-since");
