@@ -1,0 +1,16 @@
+"""bench/cache: one FastAPI route, cacheable or not by its path, as an application answers with a small JSON body."""
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+app = FastAPI()
+ITEM = {"id": 1, "name": "widget", "tags": ["a", "b", "c"], "price": 9.99, "stock": 120}
+
+
+@app.get("/cached/item")
+async def cached():
+    return JSONResponse(ITEM, headers={"cache-control": "public, max-age=300"})
+
+
+@app.get("/uncached/item")
+async def uncached():
+    return JSONResponse(ITEM, headers={"cache-control": "no-store"})
