@@ -6,6 +6,11 @@ app = FastAPI()
 ITEM = {"id": 1, "name": "widget", "tags": ["a", "b", "c"], "price": 9.99, "stock": 120}
 
 
+@app.get("/")
+async def index():
+    return JSONResponse({}, headers={"cache-control": "no-store"})
+
+
 @app.get("/cached/item")
 async def cached():
     return JSONResponse(ITEM, headers={"cache-control": "public, max-age=300"})

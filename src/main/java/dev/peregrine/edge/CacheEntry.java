@@ -5,6 +5,7 @@ import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.ResponseHead;
 
 import java.io.ByteArrayOutputStream;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -131,16 +132,23 @@ final class CacheEntry {
     /** A fresh head with the stored headers, for a hit; {@code only}, when not null, keeps just those (a 304's). */
     ResponseHead head(int status, List<String> only) {
         ResponseHead head = new ResponseHead(status);
+        MemorySegment bytes = MemorySegment.ofArray(record);
         int at = FIXED + keyLength + varyLength, end = at + headLength;
         while (at < end) {
             int nameEnd = nul(at), valueEnd = nul(nameEnd + 1);
-            String name = new String(record, at, nameEnd - at, StandardCharsets.ISO_8859_1);
-            if (only == null || only.contains(name.toLowerCase(Locale.ROOT))) {
-                head.add(name, new String(record, nameEnd + 1, valueEnd - nameEnd - 1, StandardCharsets.ISO_8859_1));
+            if (only == null || isAny(at, nameEnd - at, only)) {
+                head.add(bytes.asSlice(at, nameEnd - at), bytes.asSlice(nameEnd + 1, valueEnd - nameEnd - 1));
             }
             at = valueEnd + 1;
         }
         return head;
+    }
+
+    private boolean isAny(int start, int length, List<String> names) {
+        for (String name : names) {
+            if (HttpChars.equalsLowerCase(record, start, length, name)) return true;
+        }
+        return false;
     }
 
     /** A stored header's value; null when absent. */

@@ -1,5 +1,6 @@
 package dev.peregrine.edge;
 
+import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 
@@ -29,9 +30,9 @@ final class CacheRequest {
         this.hash = hash(key);
         String cacheControl = value("cache-control");
         String pragma = value("pragma");
-        noCache = cacheControl != null ? CacheDirectives.parse(cacheControl).has("no-cache")
-                : pragma != null && CacheDirectives.parse(pragma).has("no-cache");
-        noStore = cacheControl != null && CacheDirectives.parse(cacheControl).has("no-store");
+        CacheDirectives directives = cacheControl == null ? null : CacheDirectives.parse(cacheControl);
+        noCache = directives != null ? directives.has("no-cache") : pragma != null && CacheDirectives.parse(pragma).has("no-cache");
+        noStore = directives != null && directives.has("no-store");
         authorization = value("authorization") != null;
         ifNoneMatch = value("if-none-match");
         ifModifiedSince = value("if-modified-since");
@@ -108,9 +109,7 @@ final class CacheRequest {
     }
 
     private static boolean isNamed(HttpRequestHead head, int i, String name) {
-        return head.nameLength(i) == name.length()
-                && Arrays.equals(head.bytes(), head.nameStart(i), head.nameStart(i) + name.length(),
-                name.getBytes(StandardCharsets.US_ASCII), 0, name.length());
+        return HttpChars.equalsLowerCase(head.bytes(), head.nameStart(i), head.nameLength(i), name);
     }
 
     /** FNV-1a, then a final mix: the index spreads keys by the low bits; never 0, which marks a slot never used. */
