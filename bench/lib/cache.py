@@ -70,7 +70,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 rounds of 2 s, 1 s of warm-up")
     p.add_argument("--rounds", type=int, default=5, help="rounds; the figures are the medians")
     p.add_argument("--duration", type=float, default=6, help="measured seconds of each load")
-    p.add_argument("--warmup", type=float, default=3, help="seconds of discarded load per load")
+    p.add_argument("--warmup", type=float, default=10, help="seconds of discarded load per load (the JIT compiles the hit path meanwhile)")
     p.add_argument("--conns", type=int, default=64, help="wrk connections")
     p.add_argument("--timeout", type=float, default=10, help="wrk's per-request timeout in seconds")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
