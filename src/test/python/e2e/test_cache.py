@@ -16,6 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port, poll, run_cli
+from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser: the module-scoped Chromium fixture)
+from test_tls import certs, https_client  # noqa: F401 (certs: the module-scoped fixture of test certificates)
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -329,3 +331,22 @@ def test_a_bad_cache_option_is_one_line_and_exit_2(options, mentions):
     code, out = run_cli(*options, TARGET)
     lines = [line for line in out.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and mentions in lines[0], out
+
+
+def test_a_response_fetched_over_http3_is_stored_and_a_hit_over_tcp(start_server, tmp_path, browser, certs):  # noqa: F811
+    log = tmp_path / "calls.log"
+    server = start_h3(start_server, certs, "--cache-size", "4", target=TARGET, env={"CACHE_APP_LOG": str(log)})
+    h3 = CacheServer(server, log, None, 1)
+    page = open_h3(browser, server.port, server=server)
+    try:
+        target = unique("cc=max-age%3D60")
+        fetched = fetch_h3(page, "https://127.0.0.1:%d%s" % (server.port, target))
+    finally:
+        page.close()
+    # fetch() asks with Cache-Control: no-cache (its cache mode no-store): the application answers, the cache stores
+    assert fetched.status == 200
+    assert fetched.headers["cache-status"] == "Peregrine; fwd=request; stored"
+    with https_client(server, certs) as c:
+        hit = c.get(target, headers={"host": "127.0.0.1:%d" % server.port})
+    assert hit.headers["cache-status"].startswith("Peregrine; hit")
+    assert h3.calls(target) == 1
