@@ -22,9 +22,8 @@ import java.util.Locale;
 final class CacheEntry {
     private static final int FIXED = 24;
     /**
-     * Headers that describe one connection or one exchange, not the resource: never replayed (RFC 9111
-     * §3.1), or recomputed for every hit (Age, Cache-Status, Content-Length, Date and Server stay: they
-     * are the origin's, except where noted in {@link ResponseCache}).
+     * Not stored: the headers of one connection (RFC 9111 §3.1), and those every answer gets anew (Age,
+     * Cache-Status, Content-Length, X-Request-ID).
      */
     private static final List<String> NOT_STORED = List.of("connection", "keep-alive", "proxy-connection", "te", "trailer",
             "transfer-encoding", "upgrade", "age", "cache-status", "content-length", "x-request-id");

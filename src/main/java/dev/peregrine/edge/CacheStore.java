@@ -99,10 +99,7 @@ final class CacheStore {
         return null;
     }
 
-    /**
-     * Writes a slot if it is still as {@code seen} left it; false when another writer got there first.
-     * Returns the new version through the slot's field on success.
-     */
+    /** Writes a slot if it is still as {@code seen} left it; false when another writer got there first. */
     boolean write(Slot seen, long hash, int state, long owner, long until, long received, long position, int length,
                   int variant, long now) {
         long at = (long) seen.index() * SLOT_BYTES + CONTROL_BYTES;
@@ -126,11 +123,6 @@ final class CacheStore {
     /** Marks an entry used: the slot to reuse last when its key's slots are full. Racy on purpose: a hint. */
     void touch(Slot slot, long now) {
         area.set((long) slot.index() * SLOT_BYTES + CONTROL_BYTES + LAST_USE, now);
-    }
-
-    /** The version a slot has after a successful {@link #write} over {@code seen}. */
-    static long versionAfterWrite(Slot seen) {
-        return seen.version() + 2;
     }
 
     /**
