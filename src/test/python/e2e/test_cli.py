@@ -135,10 +135,10 @@ def test_bad_environment_value_exits_2_naming_it():
 
 @pytest.mark.peregrine_only
 def test_option_not_built_yet():
-    # When response caching is built this test moves to another unbuilt option.
-    code, out = run_cli("--cache-size", "64", "raw_asgi:app")
+    # When --python-home is built this test moves to another unbuilt option.
+    code, out = run_cli("--python-home", "/opt/python", "raw_asgi:app")
     assert code == 2, out
-    assert "peregrine: --cache-size is not supported yet" in out.splitlines(), out
+    assert "peregrine: --python-home is not supported yet" in out.splitlines(), out
 
 
 @pytest.mark.peregrine_only

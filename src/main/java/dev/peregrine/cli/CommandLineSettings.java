@@ -1,6 +1,7 @@
 package dev.peregrine.cli;
 
 import dev.peregrine.config.AppSettings;
+import dev.peregrine.config.CacheSettings;
 import dev.peregrine.config.CompressionSettings;
 import dev.peregrine.config.ConfigException;
 import dev.peregrine.config.EdgeSettings;
@@ -61,7 +62,7 @@ public final class CommandLineSettings {
                 protocols,
                 webSocket(c),
                 new EdgeSettings(healthCheckPath(c.healthCheckPath), rateLimit(c), staticMounts(c.staticDir), compressStatic(c),
-                        compression(c)),
+                        compression(c), cache(c)),
                 operations(c, listen));
     }
 
@@ -164,6 +165,19 @@ public final class CommandLineSettings {
         }
     }
 
+    /** Null without --cache-size; --cache-max-object and --cache-ttl-max have defaults and are checked even then. */
+    private static CacheSettings cache(PeregrineCommand c) {
+        int ttl = range("--cache-ttl-max", c.cacheTtlMax, 1, 365 * 24 * 3600);
+        int maxObjectKib = range("--cache-max-object", c.cacheMaxObject, 1, CacheSettings.MAX_SIZE_MIB * 1024 / CacheSettings.OBJECT_SHARE);
+        if (c.cacheSize == null) return null;
+        long bytes = (long) range("--cache-size", c.cacheSize, 1, CacheSettings.MAX_SIZE_MIB) * 1024 * 1024;
+        if ((long) maxObjectKib * 1024 > bytes / CacheSettings.OBJECT_SHARE) {
+            throw new ConfigException("invalid value for option '--cache-max-object': " + maxObjectKib + " KiB is more than a "
+                    + CacheSettings.OBJECT_SHARE + "th of --cache-size " + c.cacheSize + " MiB");
+        }
+        return new CacheSettings(bytes, maxObjectKib * 1024, ttl);
+    }
+
     private static String healthCheckPath(String path) {
         if (path == null) return null;
         if (!path.startsWith("/") || path.chars().anyMatch(ch -> ch <= ' ' || ch == '?' || ch == '#' || ch >= 0x7f)) {
@@ -234,9 +248,6 @@ public final class CommandLineSettings {
         asked.put("--acme-staging", on(c.acmeStaging));
         asked.put("--acme-directory", c.acmeDirectory != null);
         asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
-        asked.put("--cache-size", c.cacheSize != null);
-        asked.put("--cache-max-object", c.cacheMaxObject != null);
-        asked.put("--cache-ttl-max", c.cacheTtlMax != null);
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");
         }

@@ -103,8 +103,8 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--rate-limit", paramLabel = "RATE", description = "429 past RATE requests per client (100/s, 600/m).") public String rateLimit;
     @Option(names = "--rate-limit-burst", paramLabel = "N", description = "Requests allowed at once before RATE applies (default: one second's worth of RATE, at least 1).") public Integer rateLimitBurst;
     @Option(names = "--cache-size", paramLabel = "MIB", description = "Shared response cache size.") public Integer cacheSize;
-    @Option(names = "--cache-max-object", paramLabel = "KIB", description = "Largest body the cache keeps.") public Integer cacheMaxObject;
-    @Option(names = "--cache-ttl-max", paramLabel = "SECONDS", description = "Longest a response is kept.") public Integer cacheTtlMax;
+    @Option(names = "--cache-max-object", defaultValue = "1024", paramLabel = "KIB", description = "Largest body the cache keeps (default ${DEFAULT-VALUE}).") public Integer cacheMaxObject;
+    @Option(names = "--cache-ttl-max", defaultValue = "300", paramLabel = "SECONDS", description = "Longest a response is kept (default ${DEFAULT-VALUE}).") public Integer cacheTtlMax;
     @Option(names = "--compress", description = "Compress text-like responses with br, zstd or gzip.") public Boolean compress;
     @Option(names = "--compress-min-size", defaultValue = "1024", paramLabel = "N", description = "Leave bodies declared smaller than N bytes alone (default ${DEFAULT-VALUE}).") public Integer compressMinSize;
     @Option(names = "--compress-static", description = "Serve precompressed FILE.br/.zst/.gz beside static files.") public Boolean compressStatic;

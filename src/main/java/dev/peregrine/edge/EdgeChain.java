@@ -28,8 +28,8 @@ import java.util.List;
  *   <li>compression (--compress), on the way out: it wraps the exchange, so it sees the responses of the
  *       application and of the stages after it; static files, before it, go out as they are on disk
  *       (or as their precompressed siblings, --compress-static), keeping sendfile;</li>
- *   <li>the response cache (to come), after compression, so that it stores what the application sent
- *       and a hit is answered without the application.</li>
+ *   <li>the response cache, after compression, so that it stores what the application sent; a hit is
+ *       answered without the application, a miss is stored on its way out.</li>
  * </ol>
  */
 public final class EdgeChain {
@@ -50,6 +50,9 @@ public final class EdgeChain {
         if (rateLimit != null) stages.add(rateLimit);
         if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts(), settings.compressStatic()));
         if (settings.compression() != null) stages.add(new Compression(settings.compression()));
+        if (settings.cache() != null) {
+            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), metrics));
+        }
         entry = link(stages, application);
     }
 

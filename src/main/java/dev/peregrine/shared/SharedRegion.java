@@ -15,7 +15,7 @@ import java.util.Set;
 
 /**
  * A fixed-size memory area every worker of one server maps, for state that must be one across workers
- * (the rate limit's table of clients, the response cache to come). The supervisor creates it as a file
+ * (the rate limit's table of clients, the response cache). The supervisor creates it as a file
  * under /dev/shm before the first worker starts and deletes it when it exits, so the state outlives
  * the replacement of workers (SIGHUP, crashes) and a new server starts empty; a server without a
  * supervisor keeps it in its own off-heap memory.
@@ -131,6 +131,31 @@ public final class SharedRegion {
 
     public long getAndAdd(long offset, long delta) {
         return (long) LONG.getAndAdd(segment, at(offset), delta);
+    }
+
+    /**
+     * Copies {@code length} bytes of {@code source} to {@code offset}, plainly: the bytes are published by
+     * a later volatile write (a version word), and read by {@link #copyOut} followed by {@link #loadFence}.
+     */
+    public void copyIn(long offset, byte[] source, int from, int length) {
+        MemorySegment.copy(source, from, segment, ValueLayout.JAVA_BYTE, bytesAt(offset, length), length);
+    }
+
+    /** Copies {@code length} bytes at {@code offset} to {@code target}, plainly (see {@link #copyIn}). */
+    public void copyOut(long offset, byte[] target, int to, int length) {
+        MemorySegment.copy(segment, ValueLayout.JAVA_BYTE, bytesAt(offset, length), target, to, length);
+    }
+
+    /** Keeps the plain reads before it (a {@link #copyOut}) from moving after the volatile reads that follow it. */
+    public static void loadFence() {
+        VarHandle.loadLoadFence();
+    }
+
+    private long bytesAt(long offset, int length) {
+        if (offset < 0 || length < 0 || offset + length > size) {
+            throw new IndexOutOfBoundsException(length + " bytes at " + offset + " in " + size);
+        }
+        return base + offset;
     }
 
     private long at(long offset) {

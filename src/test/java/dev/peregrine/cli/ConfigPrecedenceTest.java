@@ -149,9 +149,9 @@ class ConfigPrecedenceTest {
 
     @Test
     void notYetBuiltOptionFromConfigurationIsRefusedToo() {
-        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.cache-size", "64"),
+        ConfigException e = Cli.withSystemProperties(Map.of("peregrine.python-home", "/opt/python"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
-        assertEquals("--cache-size is not supported yet", e.getMessage());
+        assertEquals("--python-home is not supported yet", e.getMessage());
         ConfigException r = Cli.withSystemProperties(Map.of("peregrine.static-dir", "/a=b"),
                 () -> assertThrows(ConfigException.class, () -> Cli.settings("main:app")));
         assertEquals("invalid value for option '--static-dir': 'b' is not a directory", r.getMessage()); // checked as if typed

@@ -156,10 +156,7 @@ class ServerSettingsTest {
                 arguments("--acme-cache", "--acme-cache ./acme"),
                 arguments("--acme-staging", "--acme-staging"),
                 arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
-                arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
-                arguments("--cache-size", "--cache-size 64"),
-                arguments("--cache-max-object", "--cache-max-object 1024"),
-                arguments("--cache-ttl-max", "--cache-ttl-max 300"));
+                arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"));
     }
 
     @ParameterizedTest(name = "{1}")
@@ -260,7 +257,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
-            "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst",
+            "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object", "--cache-ttl-max",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 

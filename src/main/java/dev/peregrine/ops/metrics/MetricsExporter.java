@@ -40,6 +40,12 @@ public final class MetricsExporter {
                 .register(registry);
         counter("peregrine.rate.limit.forgotten", "Clients with part of their --rate-limit budget spent, forgotten to make room",
                 RATE_LIMIT_FORGOTTEN).register(registry);
+        counter("peregrine.cache.hits", "GET and HEAD requests answered by the response cache", CACHE_HITS).register(registry);
+        counter("peregrine.cache.misses", "GET and HEAD requests the response cache passed to the application", CACHE_MISSES).register(registry);
+        counter("peregrine.cache.stores", "Responses the response cache stored", CACHE_STORES).register(registry);
+        counter("peregrine.cache.evictions", "Entries the response cache dropped to make room", CACHE_EVICTIONS).register(registry);
+        gauge("peregrine.cache.held", "Bytes of the entries the response cache holds", s -> s.sum(CACHE_BYTES_STORED) - s.sum(CACHE_BYTES_RELEASED))
+                .baseUnit("bytes").register(registry);
         gauge("peregrine.connections.active", "Connections open now", s -> s.sum(CONNECTIONS_ACTIVE)).register(registry);
         gauge("peregrine.requests.in.flight", "Requests received and not yet answered in full", s -> s.sum(REQUESTS_IN_FLIGHT))
                 .register(registry);

@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 2;
+    static final long VERSION = 3;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -64,8 +64,17 @@ public final class MetricsLayout {
     static final int RATE_LIMIT_UNTRACKED = RATE_LIMITED + 1;
     /** Clients with part of their budget spent that the table forgot to make room (they start afresh). */
     static final int RATE_LIMIT_FORGOTTEN = RATE_LIMIT_UNTRACKED + 1;
+    /** GET and HEAD requests the response cache answered, and those it passed to the application. */
+    static final int CACHE_HITS = RATE_LIMIT_FORGOTTEN + 1;
+    static final int CACHE_MISSES = CACHE_HITS + 1;
+    /** Responses the cache stored, and entries it dropped for room (not for expiry or invalidation). */
+    static final int CACHE_STORES = CACHE_MISSES + 1;
+    static final int CACHE_EVICTIONS = CACHE_STORES + 1;
+    /** Bytes of entries stored and of entries dropped (evicted, expired, invalidated): the difference is what the cache holds. */
+    static final int CACHE_BYTES_STORED = CACHE_EVICTIONS + 1;
+    static final int CACHE_BYTES_RELEASED = CACHE_BYTES_STORED + 1;
     // Written by the Python thread(s) rather than the I/O thread: a cache line of their own.
-    static final int PYTHON_WAIT_BUCKETS = lineAfter(RATE_LIMIT_FORGOTTEN);
+    static final int PYTHON_WAIT_BUCKETS = lineAfter(CACHE_BYTES_RELEASED);
     static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
     /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
     static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);

@@ -89,6 +89,32 @@ public final class RequestMetrics {
         add(RATE_LIMIT_FORGOTTEN, 1);
     }
 
+    /** The response cache answered a request. */
+    public void cacheHit() {
+        if (segment == null) return;
+        add(CACHE_HITS, 1);
+    }
+
+    /** The response cache passed a GET or HEAD to the application. */
+    public void cacheMiss() {
+        if (segment == null) return;
+        add(CACHE_MISSES, 1);
+    }
+
+    /** The response cache stored an entry of {@code bytes}. */
+    public void cacheStored(long bytes) {
+        if (segment == null) return;
+        add(CACHE_STORES, 1);
+        add(CACHE_BYTES_STORED, bytes);
+    }
+
+    /** The response cache dropped an entry of {@code bytes}; {@code evicted}: to make room. */
+    public void cacheReleased(long bytes, boolean evicted) {
+        if (segment == null) return;
+        if (evicted) add(CACHE_EVICTIONS, 1);
+        add(CACHE_BYTES_RELEASED, bytes);
+    }
+
     /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
     public void pythonStarted(long readyNanos) {
         if (segment == null) return;
