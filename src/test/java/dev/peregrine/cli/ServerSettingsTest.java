@@ -150,12 +150,6 @@ class ServerSettingsTest {
                 arguments("--free-threaded", "--free-threaded"),
                 arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"),
-                arguments("--acme-domain", "--acme-domain example.com"),
-                arguments("--acme-email", "--acme-email a@example.com"),
-                arguments("--acme-cache", "--acme-cache ./acme"),
-                arguments("--acme-staging", "--acme-staging"),
-                arguments("--acme-directory", "--acme-directory https://acme.example/dir"),
-                arguments("--acme-ca-bundle", "--acme-ca-bundle ca.pem"),
                 arguments("--static-dir", "--static-dir /a=b"),
                 arguments("--rate-limit", "--rate-limit 100/s"),
                 arguments("--rate-limit-burst", "--rate-limit-burst 10"),
@@ -265,6 +259,7 @@ class ServerSettingsTest {
             "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
+            "--acme-domain", "--acme-email", "--acme-cache", "--acme-staging", "--acme-directory", "--acme-ca-bundle",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
             "--ktls");
 
