@@ -22,11 +22,14 @@ final class AcmeNames {
         if (name.startsWith("*.")) throw refused(given, "is a wildcard, which needs the DNS-01 challenge; only tls-alpn-01 is supported");
         if (name.contains(":") || name.matches("[0-9.]+")) throw refused(given, "is an IP address; ACME certificates here are for DNS names");
         if (name.contains("..") || name.startsWith(".")) throw refused(given, "has an empty label");
-        try {
-            name = IDN.toASCII(name, IDN.USE_STD3_ASCII_RULES).toLowerCase(Locale.ROOT);
-        } catch (IllegalArgumentException e) {
-            throw refused(given, "is not a valid DNS name (" + e.getMessage() + ")");
+        if (!name.chars().allMatch(ch -> ch < 0x80)) {
+            try {
+                name = IDN.toASCII(name, IDN.USE_STD3_ASCII_RULES);
+            } catch (IllegalArgumentException e) {
+                throw refused(given, "is not a valid internationalized DNS name (" + e.getMessage() + ")");
+            }
         }
+        name = name.toLowerCase(Locale.ROOT);
         if (name.length() > 253) throw refused(given, "is longer than 253 characters");
         String[] labels = name.split("\\.", -1);
         if (labels.length < 2) throw refused(given, "is not a fully qualified domain name");
