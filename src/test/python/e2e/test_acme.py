@@ -53,7 +53,7 @@ def pebble_https(tmp_path_factory):
 class Pebble:
     """pebble-challtestsrv (DNS) and pebble, validating on tls_port."""
 
-    def __init__(self, https, tls_port, work):
+    def __init__(self, https, tls_port, work, validity_seconds=None):
         self.https = https
         self.work = work
         self.dns_port = free_port()
@@ -77,6 +77,8 @@ class Pebble:
             "ocspResponderURL": "",
             "externalAccountBindingRequired": False,
         }}
+        if validity_seconds:
+            config["pebble"]["certificateValidityPeriod"] = validity_seconds
         (work / "pebble.json").write_text(json.dumps(config))
         env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0", PEBBLE_AUTHZREUSE="0")
         env.pop("PEBBLE_VA_ALWAYS_VALID", None)
@@ -135,10 +137,10 @@ def acme_ca(pebble_https, tmp_path):
     """A factory: acme_ca(tls_port) starts a Pebble that validates on tls_port."""
     started = []
 
-    def start(tls_port):
+    def start(tls_port, validity_seconds=None):
         work = tmp_path / ("pebble-%d" % len(started))
         work.mkdir()
-        pebble = Pebble(pebble_https, tls_port, work)
+        pebble = Pebble(pebble_https, tls_port, work, validity_seconds)
         started.append(pebble)
         return pebble
 
@@ -181,6 +183,16 @@ def serial_of(der):
     pem = ssl.DER_cert_to_PEM_cert(der)
     out = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), capture_output=True, check=True)
     return out.stdout.decode().strip()
+
+
+def read_hello(tls):
+    """One response of tls_app's "/" on a kept-alive connection: up to its body."""
+    data = b""
+    while not data.endswith(b"hello, tls"):
+        chunk = tls.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
 
 
 def get_over_tls(port, name, cafile):
@@ -275,6 +287,30 @@ def test_two_workers_share_one_order_and_either_answers_the_validation(start_ser
     assert serials == {serial_of(der)}
     assert server.output().count("ACME: ordering a certificate for test.example") == 1
     assert pebble.output().count("POST /order-plz") == 1
+
+
+def test_a_short_lived_certificate_is_renewed_and_swapped_in_without_dropping_a_connection(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port, validity_seconds=40)
+    # A keep-alive longer than the wait for the renewal: the connection must outlive the swap.
+    server = start_server(APP, "--keep-alive", "300000", *acme_options(pebble, port, tmp_path / "acme"))
+    root = pebble.root()
+    first = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert first, server.output()[-4000:]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=root)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=NAME) as kept:
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        assert read_hello(kept).startswith(b"HTTP/1.1 200")
+        renewed = poll(lambda: (lambda der: der if der and serial_of(der) != serial_of(first) else None)(try_handshake(port, NAME, cafile=root)),
+                       timeout=ISSUANCE_TIMEOUT)
+        assert renewed, server.output()[-4000:]
+        # The connection made before the swap keeps its certificate and is still served.
+        assert serial_of(kept.getpeercert(binary_form=True)) == serial_of(first)
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        assert read_hello(kept).startswith(b"HTTP/1.1 200")
+    assert "ACME: renewing a certificate for test.example" in server.output()
+    assert "ACME: new certificate for test.example" in server.output()
 
 
 def test_a_failed_authorization_is_logged_with_the_ca_reason_and_backed_off(start_server, acme_ca, tmp_path):

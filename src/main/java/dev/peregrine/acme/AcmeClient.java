@@ -8,12 +8,14 @@ import org.shredzone.acme4j.Certificate;
 import org.shredzone.acme4j.Login;
 import org.shredzone.acme4j.Order;
 import org.shredzone.acme4j.Problem;
+import org.shredzone.acme4j.RenewalInfo;
 import org.shredzone.acme4j.Session;
 import org.shredzone.acme4j.Status;
 import org.shredzone.acme4j.challenge.TlsAlpn01Challenge;
 import org.shredzone.acme4j.connector.HttpConnector;
 import org.shredzone.acme4j.connector.NetworkSettings;
 import org.shredzone.acme4j.exception.AcmeException;
+import org.shredzone.acme4j.exception.AcmeNotSupportedException;
 import org.shredzone.acme4j.exception.AcmeServerException;
 import org.shredzone.acme4j.provider.GenericAcmeProvider;
 import org.shredzone.acme4j.util.KeyPairUtils;
@@ -32,6 +34,7 @@ import java.security.KeyStore;
 import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
 
@@ -67,6 +70,19 @@ final class AcmeClient {
         Certificate certificate = order.getCertificate();
         List<X509Certificate> chain = certificate.getCertificateChain();
         return new CertifiedKey(chain.toArray(X509Certificate[]::new), domainKey.getPrivate());
+    }
+
+    /**
+     * The CA's suggested renewal window for {@code certified} (ACME Renewal Information, RFC 9773), or
+     * empty when the CA offers none.
+     */
+    Optional<Instant[]> renewalWindow(CertifiedKey certified) throws IOException, AcmeException {
+        try {
+            RenewalInfo info = login().bindRenewalInfo(certified.chain()[0]);
+            return Optional.of(new Instant[] {info.getSuggestedWindowStart(), info.getSuggestedWindowEnd()});
+        } catch (AcmeNotSupportedException e) {
+            return Optional.empty();
+        }
     }
 
     private void authorize(String name, Authorization authorization) throws IOException, AcmeException, InterruptedException {

@@ -26,7 +26,8 @@ import java.util.concurrent.TimeUnit;
  * The certificates of --acme-domain, kept in the cache directory and in memory. Each process (each
  * worker) runs one: it serves what the cache holds, looks at the cache every {@link #POLL} for a
  * certificate another process stored, and orders one itself when a name has none that is valid or
- * its renewal time has come, unless another process holds the name's {@link OrderLock} or the
+ * its renewal time has come (the CA's renewal window, RFC 9773, else when a third of the lifetime
+ * remains), unless another process holds the name's {@link OrderLock} or the
  * name's {@link Backoff} says to wait. Orders run on the manager's own thread, never an I/O thread.
  */
 public final class CertificateManager {
@@ -138,6 +139,7 @@ public final class CertificateManager {
 
     private void check(Domain domain) {
         refresh(domain);
+        if (domain.current != null && !domain.renewalInfoAsked) askRenewalInfo(domain);
         Instant now = Instant.now();
         if (domain.current != null && now.isBefore(domain.renewAt)) return;
         Backoff backoff = Backoff.read(cache.backoffFile(domain.name));
@@ -183,6 +185,24 @@ public final class CertificateManager {
         }
     }
 
+    /**
+     * Once per certificate and process: when the CA offers renewal information, renewal happens at a
+     * random time of its window instead of at a third of the lifetime left. A CA that cannot answer
+     * leaves the third in place.
+     */
+    private void askRenewalInfo(Domain domain) {
+        domain.renewalInfoAsked = true;
+        try {
+            client.renewalWindow(domain.current).ifPresent(window -> {
+                long span = Math.max(1, Duration.between(window[0], window[1]).toMillis());
+                domain.renewAt = window[0].plusMillis(ThreadLocalRandom.current().nextLong(span));
+                LOG.infof("ACME: the CA suggests renewing %s between %s and %s; renewal at %s", domain.name, window[0], window[1], domain.renewAt);
+            });
+        } catch (Exception e) { // AcmeException or IOException: the CA is unreachable or refuses
+            LOG.infof("ACME: no renewal information for %s (%s); renewal at %s", domain.name, AcmeClient.describe(e), domain.renewAt);
+        }
+    }
+
     /** Takes the cache's certificate for {@code domain} when its file changed; a corrupt file is reported once. */
     private void refresh(Domain domain) {
         synchronized (domains) {
@@ -205,6 +225,7 @@ public final class CertificateManager {
                 boolean renewed = domain.current != null;
                 domain.current = certified;
                 domain.renewAt = renewalTime(certified);
+                domain.renewalInfoAsked = false;
                 if (renewed) LOG.infof("ACME: new certificate for %s (serial %s) in use for new connections", domain.name, certified.serial());
             } catch (IOException e) {
                 // What is in memory (if anything) stays in use until the new certificate arrives.
@@ -228,6 +249,7 @@ public final class CertificateManager {
         final String name;
         volatile CertifiedKey current;
         Instant renewAt = Instant.EPOCH;
+        boolean renewalInfoAsked;
         /** The time stamp of the cache file last read, or null to read it again. */
         FileTime stamp;
 
