@@ -53,7 +53,7 @@ def pebble_https(tmp_path_factory):
 class Pebble:
     """pebble-challtestsrv (DNS) and pebble, validating on tls_port."""
 
-    def __init__(self, https, tls_port, work, validity_seconds=None):
+    def __init__(self, https, tls_port, work, validity_seconds=None, start=True):
         self.https = https
         self.work = work
         self.dns_port = free_port()
@@ -62,6 +62,14 @@ class Pebble:
         self.management_port = free_port()
         self.challtest_log = work / "challtestsrv.log"
         self.log = work / "pebble.log"
+        self.tls_port = tls_port
+        self.validity_seconds = validity_seconds
+        self.proc = self.challtest = None
+        if start:
+            self.start()
+
+    def start(self):
+        https, work, tls_port, validity_seconds = self.https, self.work, self.tls_port, self.validity_seconds
         self.challtest = subprocess.Popen(
             ["pebble-challtestsrv", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
              "-dns01", "127.0.0.1:%d" % self.dns_port, "-http01", "", "-https01", "", "-tlsalpn01", "",
@@ -123,7 +131,7 @@ class Pebble:
 
     def stop(self):
         for proc in (self.proc, self.challtest):
-            if proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
                     proc.wait(10)
@@ -137,10 +145,10 @@ def acme_ca(pebble_https, tmp_path):
     """A factory: acme_ca(tls_port) starts a Pebble that validates on tls_port."""
     started = []
 
-    def start(tls_port, validity_seconds=None):
+    def start(tls_port, validity_seconds=None, start=True):
         work = tmp_path / ("pebble-%d" % len(started))
         work.mkdir()
-        pebble = Pebble(pebble_https, tls_port, work, validity_seconds)
+        pebble = Pebble(pebble_https, tls_port, work, validity_seconds, start)
         started.append(pebble)
         return pebble
 
@@ -332,6 +340,51 @@ def test_a_failed_authorization_is_logged_with_the_ca_reason_and_backed_off(star
     assert server.running()
     with pytest.raises(ssl.SSLError):
         handshake(port, "bad.example")
+
+
+def test_a_ca_down_at_startup_is_retried_until_it_answers(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port, start=False)
+    server = start_server(APP, *acme_options(pebble, port, tmp_path / "acme"))
+    assert server.wait_for_output("could not obtain a certificate for test.example (failure 1 in a row)", timeout=60), server.output()[-4000:]
+    assert server.running()
+    pebble.start()
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert not (tmp_path / "acme" / (NAME + ".backoff")).exists(), "a success clears the backoff"
+
+
+def test_two_servers_sharing_a_cache_place_one_order(start_server, acme_ca, tmp_path):
+    port, other_port = free_port(), free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    # Pebble validates on the first server's port; whichever server orders, the challenge is in the shared cache.
+    first = start_server(APP, *acme_options(pebble, port, cache), wait=False)
+    second = start_server(APP, *acme_options(pebble, other_port, cache), wait=False)
+    first.wait_ready()
+    second.wait_ready()
+    root = pebble.root()
+    for p, server in ((port, first), (other_port, second)):
+        assert poll(lambda: try_handshake(p, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert serial_of(handshake(port, NAME, cafile=root)[0]) == serial_of(handshake(other_port, NAME, cafile=root)[0])
+    assert pebble.output().count("POST /order-plz") == 1, pebble.output()[-4000:]
+
+
+def test_tls_cert_pairs_serve_other_names_beside_acme(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=other.test", "-addext", "subjectAltName=DNS:other.test", "-set_serial", "0x4242",
+            "-keyout", "other.key", "-out", "other.pem", cwd=tmp_path)
+    server = start_server(APP, "--tls-cert", str(tmp_path / "other.pem"), "--tls-key", str(tmp_path / "other.key"),
+                          *acme_options(pebble, port, tmp_path / "acme"))
+    # Served before ACME has anything: the pair, for its name and for clients naming nothing known.
+    assert serial_of(handshake(port, "other.test")[0]) == "serial=4242"
+    assert serial_of(handshake(port, "unknown.test")[0]) == "serial=4242"
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
+    assert serial_of(handshake(port, "other.test")[0]) == "serial=4242"
 
 
 @pytest.mark.parametrize("options, message", [

@@ -87,6 +87,9 @@ public final class TlsContexts {
     /** The context of each ACME name's current certificate, and of each pending tls-alpn-01 certificate. */
     private final Map<String, Served> managed = new ConcurrentHashMap<>();
     private final Map<String, Served> validations = new ConcurrentHashMap<>();
+    private static final long REFUSAL_WARNING_INTERVAL_NANOS = 60_000_000_000L;
+    /** When a refused handshake was last logged as a warning, by the name asked for; bounded, as names come from clients. */
+    private final Map<String, Long> lastRefusalWarning = new ConcurrentHashMap<>();
     /** HTTP/3's context (the first pair's certificate), or null without --http3. */
     private volatile QuicSslContext quic;
 
@@ -152,12 +155,27 @@ public final class TlsContexts {
                     return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offersAcmeTls, current));
                 } catch (NoCertificate refusal) {
                     // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
-                    LOG.warnf("TLS handshake from %s refused: %s", ctx.channel().remoteAddress(), refusal.getMessage());
+                    logRefusal(String.valueOf(hostname), ctx.channel().remoteAddress(), refusal.getMessage());
                     ctx.writeAndFlush(Unpooled.wrappedBuffer(refusal.alert())).addListener(ChannelFutureListener.CLOSE);
                     return ImmediateEventExecutor.INSTANCE.newPromise();
                 }
             }
         };
+    }
+
+    /**
+     * A warning per name and minute, the others at debug: a client retrying in a loop (or a scanner)
+     * must not flood the log while a certificate is on its way.
+     */
+    private void logRefusal(String name, java.net.SocketAddress client, String reason) {
+        long now = System.nanoTime();
+        Long last = lastRefusalWarning.get(name);
+        if ((last == null || now - last > REFUSAL_WARNING_INTERVAL_NANOS) && lastRefusalWarning.size() < 1024) {
+            lastRefusalWarning.put(name, now);
+            LOG.warnf("TLS handshake from %s refused: %s", client, reason);
+        } else {
+            LOG.debugf("TLS handshake from %s refused: %s", client, reason);
+        }
     }
 
     /** Starts obtaining and renewing the ACME certificates (in a worker; a supervisor only checks the cache). */
