@@ -8,6 +8,7 @@ Pebble's own HTTPS certificate is made here with ``openssl`` and handed to Pereg
 --acme-ca-bundle. Skipped when Debian's ``pebble`` package is not installed (bin/test installs it).
 """
 
+import calendar
 import json
 import os
 import shutil
@@ -219,7 +220,8 @@ def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(st
     port = free_port()
     pebble = acme_ca(port)
     cache = tmp_path / "acme"
-    server = start_server(APP, *acme_options(pebble, port, cache))
+    metrics_port = free_port()
+    server = start_server(APP, "--metrics-port", str(metrics_port), *acme_options(pebble, port, cache))
     # Served at once, before any certificate exists: a handshake for the name fails with an alert.
     with pytest.raises(ssl.SSLError):
         handshake(port, NAME)
@@ -236,6 +238,13 @@ def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(st
     for name in ("account.key", "account.url", NAME + ".pem"):
         assert (cache / name).stat().st_mode & 0o777 == 0o600, name
     assert not (cache / (NAME + ".lock")).exists()
+    not_after = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                               capture_output=True, check=True).stdout.decode().strip().split("=", 1)[1]
+    expected = calendar.timegm(time.strptime(not_after, "%b %d %H:%M:%S %Y GMT"))
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10) as response:
+        scraped = response.read().decode()
+    gauge = next(l for l in scraped.splitlines() if l.startswith('peregrine_certificate_expiry_timestamp_seconds{domain="test.example"}'))
+    assert float(gauge.split()[-1]) == expected, gauge
     assert not list((cache / "challenges").iterdir()), "the challenge certificate is removed after validation"
 
 

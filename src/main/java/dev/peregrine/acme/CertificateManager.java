@@ -2,6 +2,7 @@ package dev.peregrine.acme;
 
 import dev.peregrine.config.AcmeSettings;
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.ops.metrics.CertificateExpiry;
 import org.bouncycastle.jce.provider.BouncyCastleProvider;
 import org.jboss.logging.Logger;
 
@@ -60,7 +61,15 @@ public final class CertificateManager {
         } catch (IOException e) {
             throw new ConfigException("option '--acme-cache': cannot create " + settings.cache() + " (" + e.getMessage() + ")");
         }
-        for (Domain domain : manager.domains.values()) manager.refresh(domain);
+        for (Domain domain : manager.domains.values()) {
+            manager.refresh(domain);
+            // Read through refresh: a supervisor runs no manager thread, yet its scrapes see renewed certificates.
+            CertificateExpiry.register(domain.name, () -> {
+                manager.refresh(domain);
+                CertifiedKey current = domain.current;
+                return current == null ? Double.NaN : current.notAfter().getEpochSecond();
+            });
+        }
         return manager;
     }
 
