@@ -47,7 +47,7 @@ class LayeringTest {
                 .layer("transports").definedBy(TRANSPORTS)
                 .layer("adapters").definedBy("dev.peregrine.asgi..", "dev.peregrine.wsgi..")
                 .layer("edge").definedBy("dev.peregrine.edge..", "dev.peregrine.ops")
-                .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.app..", "dev.peregrine.tls..")
+                .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.app..", "dev.peregrine.tls..", "dev.peregrine.acme..")
                 .layer("core").definedBy("dev.peregrine.http")
                 .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..", "dev.peregrine.shared..")
                 .layer("config").definedBy("dev.peregrine.config..")

@@ -1,5 +1,6 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.config.AcmeSettings;
 import dev.peregrine.config.AppSettings;
 import dev.peregrine.config.CacheSettings;
 import dev.peregrine.config.CompressionSettings;
@@ -20,6 +21,8 @@ import dev.peregrine.config.TrustedProxies;
 import dev.peregrine.config.WebSocketSettings;
 import dev.peregrine.config.WorkerSettings;
 
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -84,21 +87,84 @@ public final class CommandLineSettings {
 
     private static TlsSettings tls(PeregrineCommand c, ListenSettings listen) {
         List<CertificatePair> certificates = certificatePairs(c);
-        boolean tls = !certificates.isEmpty();
-        if (!tls && c.tlsCiphers != null) throw new ConfigException("option '--tls-ciphers' needs --tls-cert and --tls-key");
-        if (!tls && c.redirectHttp != null) throw new ConfigException("option '--redirect-http' needs TLS (--tls-cert and --tls-key)");
-        if (!tls && c.hsts != null) throw new ConfigException("option '--hsts' needs TLS (--tls-cert and --tls-key)");
+        AcmeSettings acme = acme(c);
+        boolean tls = !certificates.isEmpty() || acme != null;
+        if (certificates.isEmpty() && c.tlsCiphers != null) throw new ConfigException("option '--tls-ciphers' needs --tls-cert and --tls-key");
+        if (!tls && c.redirectHttp != null) throw new ConfigException("option '--redirect-http' needs TLS (--tls-cert and --tls-key, or --acme-domain)");
+        if (!tls && c.hsts != null) throw new ConfigException("option '--hsts' needs TLS (--tls-cert and --tls-key, or --acme-domain)");
         if (c.redirectHttp != null && listen.unix() == null && c.redirectHttp == listen.port()) {
             throw new ConfigException("invalid value for option '--redirect-http': " + c.redirectHttp + " is the TLS --port");
         }
         return new TlsSettings(certificates, c.tlsCiphers,
                 c.redirectHttp == null ? null : range("--redirect-http", c.redirectHttp, 1, 65535),
-                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE));
+                c.hsts == null ? -1 : range("--hsts", c.hsts, 0, Long.MAX_VALUE),
+                acme);
+    }
+
+    /** Null without --acme-domain; the other --acme-* options are refused without it, as they would do nothing. */
+    private static AcmeSettings acme(PeregrineCommand c) {
+        if (c.acmeDomain.isEmpty()) {
+            Map<String, Boolean> given = new LinkedHashMap<>();
+            given.put("--acme-email", c.acmeEmail != null);
+            given.put("--acme-cache", c.acmeCache != null);
+            given.put("--acme-staging", on(c.acmeStaging));
+            given.put("--acme-directory", c.acmeDirectory != null);
+            given.put("--acme-ca-bundle", c.acmeCaBundle != null);
+            for (Map.Entry<String, Boolean> option : given.entrySet()) {
+                if (option.getValue()) throw new ConfigException("option '" + option.getKey() + "' needs --acme-domain");
+            }
+            return null;
+        }
+        List<String> domains = new ArrayList<>();
+        for (String domain : c.acmeDomain) {
+            String name = AcmeNames.check(domain);
+            if (!domains.contains(name)) domains.add(name);
+        }
+        if (c.acmeEmail != null && !c.acmeEmail.matches("[^@\\s]+@[^@\\s]+")) {
+            throw new ConfigException("invalid value for option '--acme-email': '" + c.acmeEmail + "' is not an e-mail address");
+        }
+        if (on(c.acmeStaging) && c.acmeDirectory != null) throw new ConfigException("options '--acme-staging' and '--acme-directory' exclude each other");
+        URI directory = on(c.acmeStaging) ? AcmeSettings.LETS_ENCRYPT_STAGING
+                : c.acmeDirectory != null ? acmeDirectory(c.acmeDirectory) : AcmeSettings.LETS_ENCRYPT;
+        if (c.acmeCaBundle != null && !Files.isReadable(c.acmeCaBundle)) {
+            throw new ConfigException("option '--acme-ca-bundle': cannot read " + c.acmeCaBundle);
+        }
+        Path cache = c.acmeCache != null ? c.acmeCache : AcmeSettings.DEFAULT_CACHE;
+        checkCacheDirectory(cache);
+        return new AcmeSettings(List.copyOf(domains), c.acmeEmail, cache, directory, c.acmeCaBundle);
+    }
+
+    private static URI acmeDirectory(String url) {
+        try {
+            URI uri = new URI(url);
+            if ("https".equalsIgnoreCase(uri.getScheme()) && uri.getHost() != null) return uri;
+        } catch (URISyntaxException ignored) {
+            // Refused below with the value.
+        }
+        throw new ConfigException("invalid value for option '--acme-directory': '" + url + "' is not an https URL");
+    }
+
+    /** The directory may not exist yet (it is created at startup), but then a parent must let us create it. */
+    private static void checkCacheDirectory(Path cache) {
+        if (Files.exists(cache)) {
+            if (!Files.isDirectory(cache)) throw new ConfigException("option '--acme-cache': " + cache + " is not a directory");
+            if (!Files.isReadable(cache) || !Files.isWritable(cache) || !Files.isExecutable(cache)) {
+                throw new ConfigException("option '--acme-cache': cannot read and write " + cache + " (permission denied)");
+            }
+            return;
+        }
+        Path parent = cache.toAbsolutePath().getParent();
+        while (parent != null && !Files.exists(parent)) parent = parent.getParent();
+        if (parent == null || !Files.isDirectory(parent) || !Files.isWritable(parent)) {
+            throw new ConfigException("option '--acme-cache': cannot create " + cache + (parent == null ? "" : " in " + parent) + " (permission denied)");
+        }
     }
 
     private static ProtocolSettings protocols(PeregrineCommand c, ListenSettings listen, TlsSettings tls) {
         boolean http3 = on(c.http3);
         if (http3 && !tls.enabled()) throw new ConfigException("option '--http3' needs TLS (--tls-cert and --tls-key): QUIC is always encrypted");
+        // QUIC serves the first --tls-cert pair whatever the name (TlsContexts.quicEngines); ACME certificates are not offered there yet.
+        if (http3 && tls.certificates().isEmpty()) throw new ConfigException("option '--http3' needs a --tls-cert pair: ACME certificates are not served over QUIC yet");
         if (!http3 && c.quicPort != null) throw new ConfigException("option '--quic-port' needs --http3");
         if (http3 && c.quicPort == null && (listen.unix() != null || listen.port() == 0)) {
             throw new ConfigException("option '--http3' needs --quic-port when " + (listen.unix() != null ? "listening on --unix" : "--port is 0"));
@@ -242,12 +308,6 @@ public final class CommandLineSettings {
         asked.put("--free-threaded", on(c.freeThreaded));
         asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
-        asked.put("--acme-domain", !c.acmeDomain.isEmpty());
-        asked.put("--acme-email", c.acmeEmail != null);
-        asked.put("--acme-cache", c.acmeCache != null);
-        asked.put("--acme-staging", on(c.acmeStaging));
-        asked.put("--acme-directory", c.acmeDirectory != null);
-        asked.put("--acme-ca-bundle", c.acmeCaBundle != null);
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");
         }

@@ -91,7 +91,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--ktls", description = "Let the kernel encrypt TLS.") public Boolean ktls;
     @Option(names = "--acme-domain", split = ",", splitSynopsisLabel = ",", paramLabel = "NAME", description = "Get and renew a certificate by ACME (repeatable).") public List<String> acmeDomain = new ArrayList<>();
     @Option(names = "--acme-email", paramLabel = "ADDR", description = "Contact address for the ACME account.") public String acmeEmail;
-    @Option(names = "--acme-cache", paramLabel = "DIR", description = "Account key and certificate directory.") public Path acmeCache;
+    @Option(names = "--acme-cache", paramLabel = "DIR", description = "Account key and certificate directory (default ./acme).") public Path acmeCache;
     @Option(names = "--acme-staging", description = "Use Let's Encrypt's staging CA.") public Boolean acmeStaging;
     @Option(names = "--acme-directory", paramLabel = "URL", description = "Use another ACME CA.") public String acmeDirectory;
     @Option(names = "--acme-ca-bundle", paramLabel = "PATH", description = "Roots to trust for the CA's own HTTPS.") public Path acmeCaBundle;

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.acme.CertificateManager;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.ssl.ApplicationProtocolNames;
 import io.netty.handler.ssl.ApplicationProtocolNegotiationHandler;
@@ -7,6 +8,8 @@ import io.netty.handler.ssl.ApplicationProtocolNegotiationHandler;
 /**
  * After the TLS handshake, sets the connection up for the protocol the client and server agreed on by
  * ALPN. A client that offered no ALPN gets HTTP/1.1, or HTTP/2 when that is all the server speaks.
+ * A tls-alpn-01 validation (ALPN acme-tls/1) ends with its handshake: RFC 8737 3 forbids reading
+ * anything on it.
  */
 final class AlpnSelector extends ApplicationProtocolNegotiationHandler {
     private final Protocols protocols;
@@ -18,7 +21,9 @@ final class AlpnSelector extends ApplicationProtocolNegotiationHandler {
 
     @Override
     protected void configurePipeline(ChannelHandlerContext ctx, String protocol) {
-        if (ApplicationProtocolNames.HTTP_2.equals(protocol) && protocols.http2()) {
+        if (CertificateManager.ACME_TLS_PROTOCOL.equals(protocol)) {
+            ctx.close();
+        } else if (ApplicationProtocolNames.HTTP_2.equals(protocol) && protocols.http2()) {
             protocols.http2(ctx.pipeline());
         } else {
             protocols.http1(ctx.pipeline());

@@ -65,6 +65,8 @@ public final class WorkerServer {
         }
         serving = true;
         announce(worker);
+        // After the listener is up: the CA validates on this very port.
+        if (tls != null) tls.startCertificateManagement();
         Stop stop = awaitStop();
         if (stop == Stop.AFTER_DELAY && settings.workers().drainDelayMillis() > 0) {
             worker.edge().failHealthCheck();

@@ -1,9 +1,13 @@
 package dev.peregrine.tls;
 
+import dev.peregrine.acme.CertificateManager;
+import dev.peregrine.acme.CertifiedKey;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.TlsSettings.CertificatePair;
 import dev.peregrine.config.ConfigException;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.ssl.ApplicationProtocolConfig;
 import io.netty.handler.ssl.ApplicationProtocolNames;
@@ -19,6 +23,8 @@ import io.netty.incubator.codec.quic.QuicSslContext;
 import io.netty.incubator.codec.quic.QuicSslContextBuilder;
 import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.util.Mapping;
+import io.netty.util.concurrent.Future;
+import io.netty.util.concurrent.ImmediateEventExecutor;
 import org.bouncycastle.asn1.pkcs.PrivateKeyInfo;
 import org.bouncycastle.openssl.PEMKeyPair;
 import org.bouncycastle.openssl.PEMParser;
@@ -45,12 +51,17 @@ import java.util.Collection;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 
 /**
- * The server's TLS contexts, one per --tls-cert/--tls-key pair, and the choice between them by SNI.
- * The first pair answers clients that send no name or a name no certificate carries.
+ * The server's TLS contexts, one per --tls-cert/--tls-key pair and one per --acme-domain certificate,
+ * and the choice between them by SNI. The first pair answers clients that send no name or a name no
+ * certificate carries; without pairs, the first ACME name that has a certificate does. A handshake for
+ * an ACME name that has no certificate yet is refused with an alert; one that offers ALPN acme-tls/1
+ * while the name's authorization is pending gets the tls-alpn-01 certificate (RFC 8737) instead.
  *
  * <p>Every file is read and checked here, before anything is served, so that a bad certificate or key
  * ends the start with one line naming it. {@link #reload} reads the files again (SIGHUP): new
@@ -69,12 +80,22 @@ public final class TlsContexts {
     private final List<String> alpn;
     private final SslProvider provider;
     private final boolean http3;
+    /** Null without --tls-cert pairs. */
     private volatile Mapping<String, SslContext> byName;
+    /** Null without --acme-domain. */
+    private final CertificateManager acme;
+    /** The context of each ACME name's current certificate, and of each pending tls-alpn-01 certificate. */
+    private final Map<String, Served> managed = new ConcurrentHashMap<>();
+    private final Map<String, Served> validations = new ConcurrentHashMap<>();
+    private static final long REFUSAL_WARNING_INTERVAL_NANOS = 60_000_000_000L;
+    /** When a refused handshake was last logged as a warning, by the name asked for; bounded, as names come from clients. */
+    private final Map<String, Long> lastRefusalWarning = new ConcurrentHashMap<>();
     /** HTTP/3's context (the first pair's certificate), or null without --http3. */
     private volatile QuicSslContext quic;
 
-    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3) {
+    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3, CertificateManager acme) {
         this.pairs = pairs;
+        this.acme = acme;
         this.ciphers = ciphers;
         this.alpn = alpn;
         this.http3 = http3;
@@ -86,7 +107,8 @@ public final class TlsContexts {
         List<String> alpn = settings.protocols().http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
                 : settings.protocols().http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
                 : List.of(ApplicationProtocolNames.HTTP_1_1);
-        TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3());
+        CertificateManager acme = settings.tls().acme() != null ? CertificateManager.open(settings.tls().acme()) : null;
+        TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3(), acme);
         contexts.build();
         return contexts;
     }
@@ -105,7 +127,9 @@ public final class TlsContexts {
     public SniHandler newHandler(long handshakeTimeoutMillis) {
         Mapping<String, SslContext> current = byName;
         // Bounds the ClientHello a client may send before a certificate is chosen (a few KiB in practice).
-        return new SniHandler(current, MAX_RECORD, handshakeTimeoutMillis) {
+        return new SniHandler(current != null ? current : name -> null, MAX_RECORD, handshakeTimeoutMillis) {
+            private boolean offersAcmeTls;
+
             @Override
             protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) throws Exception {
                 // A record longer than TLS allows (RFC 8446 5.1) cannot start a handshake, but Netty would wait
@@ -117,13 +141,111 @@ public final class TlsContexts {
                 }
                 super.decode(ctx, in, out);
             }
+
+            @Override
+            protected Future<SslContext> lookup(ChannelHandlerContext ctx, ByteBuf clientHello) throws Exception {
+                // Null when Netty could not parse the hello and falls back to the default certificate.
+                offersAcmeTls = acme != null && clientHello != null && ClientHelloAlpn.offers(clientHello, CertificateManager.ACME_TLS_PROTOCOL);
+                return super.lookup(ctx, clientHello);
+            }
+
+            @Override
+            protected Future<SslContext> lookup(ChannelHandlerContext ctx, String hostname) {
+                try {
+                    return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offersAcmeTls, current));
+                } catch (NoCertificate refusal) {
+                    // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
+                    logRefusal(String.valueOf(hostname), ctx.channel().remoteAddress(), refusal.getMessage());
+                    ctx.writeAndFlush(Unpooled.wrappedBuffer(refusal.alert())).addListener(ChannelFutureListener.CLOSE);
+                    return ImmediateEventExecutor.INSTANCE.newPromise();
+                }
+            }
         };
+    }
+
+    /**
+     * A warning per name and minute, the others at debug: a client retrying in a loop (or a scanner)
+     * must not flood the log while a certificate is on its way.
+     */
+    private void logRefusal(String name, java.net.SocketAddress client, String reason) {
+        long now = System.nanoTime();
+        Long last = lastRefusalWarning.get(name);
+        if ((last == null || now - last > REFUSAL_WARNING_INTERVAL_NANOS) && lastRefusalWarning.size() < 1024) {
+            lastRefusalWarning.put(name, now);
+            LOG.warnf("TLS handshake from %s refused: %s", client, reason);
+        } else {
+            LOG.debugf("TLS handshake from %s refused: %s", client, reason);
+        }
+    }
+
+    /** Starts obtaining and renewing the ACME certificates (in a worker; a supervisor only checks the cache). */
+    public void startCertificateManagement() {
+        if (acme != null) acme.start();
+    }
+
+    /** The context for a ClientHello naming {@code hostname} (null without SNI). */
+    private SslContext choose(String hostname, boolean offersAcmeTls, Mapping<String, SslContext> pairsByName) throws NoCertificate {
+        if (acme != null && hostname != null && acme.manages(hostname)) {
+            if (offersAcmeTls) {
+                CertifiedKey validation = acme.challenge(hostname);
+                if (validation != null) return contextOf(validations, hostname, validation, List.of(CertificateManager.ACME_TLS_PROTOCOL));
+            }
+            CertifiedKey certified = acme.certificate(hostname);
+            if (certified == null) throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "no certificate for " + hostname + " yet, ACME is obtaining it");
+            return contextOf(managed, hostname, certified, alpn);
+        }
+        if (pairsByName != null) return pairsByName.map(hostname);
+        if (acme != null) {
+            for (String name : acme.domains()) {
+                CertifiedKey certified = acme.certificate(name);
+                if (certified != null) return contextOf(managed, name, certified, alpn);
+            }
+        }
+        throw new NoCertificate(NoCertificate.UNRECOGNIZED_NAME, hostname == null ? "the client sent no server name, and no certificate is ready"
+                : "no certificate for " + hostname);
+    }
+
+    /**
+     * The context of {@code certified}, made on the first handshake after it changed: on the I/O thread,
+     * once per certificate (a few milliseconds), so that every worker switches to a renewed certificate
+     * with its next handshake and no worker needs telling.
+     */
+    private SslContext contextOf(Map<String, Served> contexts, String name, CertifiedKey certified, List<String> protocols) throws NoCertificate {
+        Served served = contexts.get(name);
+        if (served != null && served.certified() == certified) return served.context();
+        try {
+            SslContext context = withCiphers(builder(certified.chain(), certified.key(), protocols)).build();
+            contexts.put(name, new Served(certified, context));
+            return context;
+        } catch (SSLException | IllegalArgumentException e) {
+            throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "the certificate of " + name + " cannot be used: " + e.getMessage());
+        }
+    }
+
+    private record Served(CertifiedKey certified, SslContext context) {}
+
+    /** Why no certificate answers a ClientHello, and the TLS alert (RFC 8446 6.2) that tells the client. */
+    private static final class NoCertificate extends Exception {
+        static final byte HANDSHAKE_FAILURE = 40;
+        static final byte UNRECOGNIZED_NAME = 112;
+        private final byte description;
+
+        NoCertificate(byte description, String message) {
+            super(message, null, false, false);
+            this.description = description;
+        }
+
+        /** A plaintext fatal alert record: no TLS engine exists yet to send one. */
+        byte[] alert() {
+            return new byte[] {21, 3, 3, 0, 2, 2, description};
+        }
     }
 
     /** Reads the certificate files again; on failure the contexts in use stay, and the reason is logged. */
     public void reload() {
         try {
             build();
+            if (acme != null) acme.rescan();
             LOG.info("Reloaded the TLS certificates");
         } catch (RuntimeException e) { // ConfigException names the option and the file; anything else its own cause
             LOG.errorf("Could not reload the TLS certificates, the previous ones stay in use: %s", e.getMessage());
@@ -156,7 +278,7 @@ public final class TlsContexts {
             }
             for (String name : names(chain[0])) mapping.add(name, context);
         }
-        byName = mapping.build();
+        byName = mapping != null ? mapping.build() : null;
         quic = firstQuic;
     }
 
@@ -167,24 +289,8 @@ public final class TlsContexts {
     }
 
     private SslContext context(X509Certificate[] chain, PrivateKey key, CertificatePair pair) {
-        SslContextBuilder builder = SslContextBuilder.forServer(key, chain)
-                .sslProvider(provider)
-                .protocols("TLSv1.3", "TLSv1.2")
-                .applicationProtocolConfig(new ApplicationProtocolConfig(ApplicationProtocolConfig.Protocol.ALPN,
-                        ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
-                        ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT, alpn));
-        if (ciphers != null) {
-            List<String> suites = new ArrayList<>();
-            for (String cipher : ciphers.split("[:,]")) {
-                if (!cipher.isBlank()) suites.add(cipher.trim());
-            }
-            if (suites.isEmpty()) throw new ConfigException("invalid value for option '--tls-ciphers': no cipher named");
-            // The list is for TLS 1.2, as with OpenSSL; TLS 1.3 keeps its own suites.
-            suites.addAll(TLS13_SUITES);
-            builder.ciphers(suites);
-        }
         try {
-            SslContext context = builder.build();
+            SslContext context = withCiphers(builder(chain, key, alpn)).build();
             if (ciphers != null) checkCiphers(context);
             return context;
         } catch (SSLException | IllegalArgumentException e) {
@@ -193,6 +299,27 @@ public final class TlsContexts {
             }
             throw new ConfigException("option '--tls-cert' " + pair.certificate() + " with '--tls-key' " + pair.key() + ": " + e.getMessage());
         }
+    }
+
+    private SslContextBuilder builder(X509Certificate[] chain, PrivateKey key, List<String> protocols) {
+        return SslContextBuilder.forServer(key, chain)
+                .sslProvider(provider)
+                .protocols("TLSv1.3", "TLSv1.2")
+                .applicationProtocolConfig(new ApplicationProtocolConfig(ApplicationProtocolConfig.Protocol.ALPN,
+                        ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
+                        ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT, protocols));
+    }
+
+    private SslContextBuilder withCiphers(SslContextBuilder builder) {
+        if (ciphers == null) return builder;
+        List<String> suites = new ArrayList<>();
+        for (String cipher : ciphers.split("[:,]")) {
+            if (!cipher.isBlank()) suites.add(cipher.trim());
+        }
+        if (suites.isEmpty()) throw new ConfigException("invalid value for option '--tls-ciphers': no cipher named");
+        // The list is for TLS 1.2, as with OpenSSL; TLS 1.3 keeps its own suites.
+        suites.addAll(TLS13_SUITES);
+        return builder.ciphers(suites);
     }
 
     /** An unknown cipher name is dropped silently by the TLS libraries: refuse a list that leaves no TLS 1.2 cipher. */

@@ -11,6 +11,7 @@ import io.prometheus.metrics.model.snapshots.MetricSnapshot;
 import io.prometheus.metrics.model.snapshots.Unit;
 
 import java.util.BitSet;
+import java.util.function.DoubleSupplier;
 import java.util.function.ToDoubleFunction;
 
 import static dev.peregrine.ops.metrics.MetricsLayout.*;
@@ -28,6 +29,7 @@ public final class MetricsExporter {
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     private final BitSet requestSeries = new BitSet(REQUEST_CELLS);
     private final BitSet workerSeries = new BitSet();
+    private final java.util.Set<String> certificateSeries = new java.util.HashSet<>();
 
     public MetricsExporter(MetricsStore store) {
         this.store = store;
@@ -63,6 +65,7 @@ public final class MetricsExporter {
     /** The exposition in the given format: Prometheus text 0.0.4 or OpenMetrics (see {@link #contentType}). */
     public String scrape(String contentType) {
         registerNewSeries();
+        registerCertificateSeries();
         return registry.scrape(contentType);
     }
 
@@ -97,6 +100,16 @@ public final class MetricsExporter {
             gauge("peregrine.worker.requests.in.flight", "Requests in flight in one worker",
                     s -> s.sumForWorker(worker, REQUESTS_IN_FLIGHT)).tag("worker", label).register(registry);
         }
+    }
+
+    private void registerCertificateSeries() {
+        CertificateExpiry.registered().forEach((domain, expiry) -> {
+            if (certificateSeries.add(domain)) {
+                Gauge.builder("peregrine.certificate.expiry.timestamp", expiry, DoubleSupplier::getAsDouble)
+                        .description("When the certificate obtained by ACME for a name expires (Unix time)")
+                        .baseUnit("seconds").tag("domain", domain).register(registry);
+            }
+        });
     }
 
     private FunctionCounter.Builder<MetricsStore> counter(String name, String help, int position) {

@@ -1,0 +1,414 @@
+"""ACME end to end (--acme-domain): certificates from a real ACME CA on loopback, Pebble, validated
+by tls-alpn-01 on the server's own TLS port.
+
+Each test starts ``pebble-challtestsrv`` as the DNS server (every name resolves to 127.0.0.1 unless a
+test says otherwise) and ``pebble`` with its ``tlsPort`` set to the Peregrine port of that test, so
+that Pebble's validation connects to Peregrine. Validation is real: PEBBLE_VA_ALWAYS_VALID is not set.
+Pebble's own HTTPS certificate is made here with ``openssl`` and handed to Peregrine by
+--acme-ca-bundle. Skipped when Debian's ``pebble`` package is not installed (bin/test installs it).
+"""
+
+import calendar
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port, poll, run_cli
+
+pytestmark = [
+    pytest.mark.peregrine_only,
+    pytest.mark.skipif(not (shutil.which("pebble") and shutil.which("pebble-challtestsrv")),
+                       reason="Debian's pebble package is not installed"),
+]
+
+APP = "tls_app:app"
+NAME = "test.example"
+ISSUANCE_TIMEOUT = 90.0
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pebble_https(tmp_path_factory):
+    """A test root and the certificate Pebble's HTTPS (its directory, its management API) serves."""
+    d = tmp_path_factory.mktemp("pebble-https")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=peregrine acme test root", "-keyout", "root.key", "-out", "root.pem", cwd=d)
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "pebble.key", "-out", "pebble.csr", cwd=d)
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "pebble.csr", "-CA", "root.pem", "-CAkey", "root.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "ext.cnf", "-out", "pebble.pem", cwd=d)
+    return d
+
+
+class Pebble:
+    """pebble-challtestsrv (DNS) and pebble, validating on tls_port."""
+
+    def __init__(self, https, tls_port, work, validity_seconds=None, start=True):
+        self.https = https
+        self.work = work
+        self.dns_port = free_port()
+        self.challtest_port = free_port()
+        self.port = free_port()
+        self.management_port = free_port()
+        self.challtest_log = work / "challtestsrv.log"
+        self.log = work / "pebble.log"
+        self.tls_port = tls_port
+        self.validity_seconds = validity_seconds
+        self.proc = self.challtest = None
+        if start:
+            self.start()
+
+    def start(self):
+        https, work, tls_port, validity_seconds = self.https, self.work, self.tls_port, self.validity_seconds
+        self.challtest = subprocess.Popen(
+            ["pebble-challtestsrv", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+             "-dns01", "127.0.0.1:%d" % self.dns_port, "-http01", "", "-https01", "", "-tlsalpn01", "",
+             "-management", "127.0.0.1:%d" % self.challtest_port],
+            stdout=open(self.challtest_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        config = {"pebble": {
+            "listenAddress": "127.0.0.1:%d" % self.port,
+            "managementListenAddress": "127.0.0.1:%d" % self.management_port,
+            "certificate": str(https / "pebble.pem"),
+            "privateKey": str(https / "pebble.key"),
+            "httpPort": free_port(),
+            "tlsPort": tls_port,
+            "ocspResponderURL": "",
+            "externalAccountBindingRequired": False,
+        }}
+        if validity_seconds:
+            config["pebble"]["certificateValidityPeriod"] = validity_seconds
+        (work / "pebble.json").write_text(json.dumps(config))
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0", PEBBLE_AUTHZREUSE="0")
+        env.pop("PEBBLE_VA_ALWAYS_VALID", None)
+        self.proc = subprocess.Popen(
+            ["pebble", "-config", str(work / "pebble.json"), "-dnsserver", "127.0.0.1:%d" % self.dns_port],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        assert poll(lambda: self._listening(self.port) and self._listening(self.challtest_port), timeout=20), self.output()
+
+    @staticmethod
+    def _listening(port):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    @property
+    def directory(self):
+        return "https://127.0.0.1:%d/dir" % self.port
+
+    @property
+    def ca_bundle(self):
+        return str(self.https / "root.pem")
+
+    def _https(self):
+        return ssl.create_default_context(cafile=self.ca_bundle)
+
+    def root(self):
+        """The root of the certificates Pebble issues (a new one each time Pebble starts)."""
+        url = "https://127.0.0.1:%d/roots/0" % self.management_port
+        with urllib.request.urlopen(url, context=self._https(), timeout=10) as response:
+            return response.read().decode()
+
+    def resolve(self, host, address):
+        """Makes challtestsrv answer A queries for host with address."""
+        request = urllib.request.Request("http://127.0.0.1:%d/add-a" % self.challtest_port, method="POST",
+                                         data=json.dumps({"host": host + ".", "addresses": [address]}).encode())
+        urllib.request.urlopen(request, timeout=10).read()
+
+    def output(self):
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self):
+        for proc in (self.proc, self.challtest):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+@pytest.fixture
+def acme_ca(pebble_https, tmp_path):
+    """A factory: acme_ca(tls_port) starts a Pebble that validates on tls_port."""
+    started = []
+
+    def start(tls_port, validity_seconds=None, start=True):
+        work = tmp_path / ("pebble-%d" % len(started))
+        work.mkdir()
+        pebble = Pebble(pebble_https, tls_port, work, validity_seconds, start)
+        started.append(pebble)
+        return pebble
+
+    yield start
+    for pebble in started:
+        pebble.stop()
+
+
+def acme_options(pebble, port, cache, *names):
+    options = ["--port", str(port), "--acme-cache", str(cache), "--acme-directory", pebble.directory,
+               "--acme-ca-bundle", pebble.ca_bundle, "--acme-email", "admin@test.example"]
+    for name in names or (NAME,):
+        options += ["--acme-domain", name]
+    return options
+
+
+def handshake(port, name, cafile=None, alpn=None):
+    """The served certificate (DER) after a handshake with SNI name, verified against cafile when given."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if cafile:
+        context.load_verify_locations(cadata=cafile)
+    else:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if alpn:
+        context.set_alpn_protocols(alpn)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=name) as tls:
+            return tls.getpeercert(binary_form=True), tls.selected_alpn_protocol()
+
+
+def try_handshake(port, name, cafile=None):
+    try:
+        return handshake(port, name, cafile)[0]
+    except (OSError, ssl.SSLError):
+        return None
+
+
+def serial_of(der):
+    pem = ssl.DER_cert_to_PEM_cert(der)
+    out = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), capture_output=True, check=True)
+    return out.stdout.decode().strip()
+
+
+def read_hello(tls):
+    """One response of tls_app's "/" on a kept-alive connection: up to its body."""
+    data = b""
+    while not data.endswith(b"hello, tls"):
+        chunk = tls.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
+def get_over_tls(port, name, cafile):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=cafile)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=name) as tls:
+            tls.sendall(b"GET / HTTP/1.1\r\nHost: " + name.encode() + b"\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := tls.recv(65536):
+                data += chunk
+            return data
+
+
+def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    metrics_port = free_port()
+    server = start_server(APP, "--metrics-port", str(metrics_port), *acme_options(pebble, port, cache))
+    # Served at once, before any certificate exists: a handshake for the name fails with an alert.
+    with pytest.raises(ssl.SSLError):
+        handshake(port, NAME)
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, "no certificate for %s\nserver:\n%s\npebble:\n%s" % (NAME, server.output()[-4000:], pebble.output()[-4000:])
+    response = get_over_tls(port, NAME, root)
+    assert response.startswith(b"HTTP/1.1 200") and response.endswith(b"hello, tls"), response
+    out = server.output()
+    assert "ACME: answering tls-alpn-01 for test.example" in out
+    assert "ACME: test.example validated" in out
+    assert "no certificate for test.example yet" in out, "the early handshake's refusal is logged"
+    # The cache holds the account and the certificate, readable by the owner only.
+    for name in ("account.key", "account.url", NAME + ".pem"):
+        assert (cache / name).stat().st_mode & 0o777 == 0o600, name
+    assert not (cache / (NAME + ".lock")).exists()
+    not_after = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                               capture_output=True, check=True).stdout.decode().strip().split("=", 1)[1]
+    expected = calendar.timegm(time.strptime(not_after, "%b %d %H:%M:%S %Y GMT"))
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10) as response:
+        scraped = response.read().decode()
+    gauge = next(l for l in scraped.splitlines() if l.startswith('peregrine_certificate_expiry_timestamp_seconds{domain="test.example"}'))
+    assert float(gauge.split()[-1]) == expected, gauge
+    assert not list((cache / "challenges").iterdir()), "the challenge certificate is removed after validation"
+
+
+def test_a_handshake_offering_acme_tls_without_a_pending_challenge_never_gets_the_challenge_protocol(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    start_server(APP, *acme_options(pebble, port, tmp_path / "acme"))
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    _, protocol = handshake(port, NAME, cafile=root, alpn=["acme-tls/1", "http/1.1"])
+    assert protocol == "http/1.1"
+
+
+def test_a_restart_reuses_the_cached_account_and_certificate(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    first = start_server(APP, *acme_options(pebble, port, cache))
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, first.output()[-4000:]
+    assert first.stop() == 0
+    orders = pebble.output().count("POST /order-plz")
+    accounts = pebble.output().count("POST /sign-me-up")
+    assert orders == 1 and accounts == 1, pebble.output()[-4000:]
+
+    second = start_server(APP, *acme_options(pebble, port, cache))
+    assert serial_of(handshake(port, NAME, cafile=root)[0]) == serial_of(der), "served at once, from the cache"
+    assert second.wait_for_output("ACME: serving the cached certificate for test.example")
+    assert "ACME: ordering" not in second.output()
+    assert pebble.output().count("POST /order-plz") == orders
+    assert pebble.output().count("POST /sign-me-up") == accounts
+
+
+def test_a_corrupt_cached_certificate_is_named_and_ordered_anew(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    cache.mkdir()
+    (cache / (NAME + ".pem")).write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+    server = start_server(APP, *acme_options(pebble, port, cache))
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert "%s is corrupt" % (cache / (NAME + ".pem")) in server.output()
+
+
+def test_two_workers_share_one_order_and_either_answers_the_validation(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    server = start_server(APP, "--workers", "2", *acme_options(pebble, port, cache))
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
+    # Both workers serve it: new connections land on either, and the worker that did not order picks
+    # the certificate up from the cache within its poll; then a run of handshakes all get it.
+    def all_served():
+        ders = [try_handshake(port, NAME, cafile=root) for _ in range(12)]
+        return all(ders) and {serial_of(d) for d in ders} == {serial_of(der)}
+    assert poll(all_served, timeout=30), server.output()[-4000:]
+    assert server.output().count("ACME: ordering a certificate for test.example") == 1
+    assert pebble.output().count("POST /order-plz") == 1
+
+
+def test_a_short_lived_certificate_is_renewed_and_swapped_in_without_dropping_a_connection(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port, validity_seconds=40)
+    # A keep-alive longer than the wait for the renewal: the connection must outlive the swap.
+    server = start_server(APP, "--keep-alive", "300000", *acme_options(pebble, port, tmp_path / "acme"))
+    root = pebble.root()
+    first = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert first, server.output()[-4000:]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=root)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=NAME) as kept:
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        assert read_hello(kept).startswith(b"HTTP/1.1 200")
+        renewed = poll(lambda: (lambda der: der if der and serial_of(der) != serial_of(first) else None)(try_handshake(port, NAME, cafile=root)),
+                       timeout=ISSUANCE_TIMEOUT)
+        assert renewed, server.output()[-4000:]
+        # The connection made before the swap keeps its certificate and is still served.
+        assert serial_of(kept.getpeercert(binary_form=True)) == serial_of(first)
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+        assert read_hello(kept).startswith(b"HTTP/1.1 200")
+    assert "ACME: renewing a certificate for test.example" in server.output()
+    assert "ACME: new certificate for test.example" in server.output()
+
+
+def test_a_failed_authorization_is_logged_with_the_ca_reason_and_backed_off(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    # Resolves to an address nothing listens on: Pebble's validation cannot reach us.
+    pebble.resolve("bad.example", "127.0.0.2")
+    cache = tmp_path / "acme"
+    server = start_server(APP, *acme_options(pebble, port, cache, "bad.example", NAME))
+    out = server.wait_for_output("could not obtain a certificate for bad.example", timeout=ISSUANCE_TIMEOUT)
+    assert out, server.output()[-4000:]
+    line = next(l for l in out.splitlines() if "could not obtain a certificate for bad.example" in l)
+    assert "failure 1 in a row" in line and "next attempt at" in line
+    assert "urn:ietf:params:acme:error:" in line, "the CA's problem document: " + line
+    assert (cache / "bad.example.backoff").read_text().split()[0] == "1"
+    # The other name is obtained meanwhile, and the server keeps serving.
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert server.running()
+    with pytest.raises(ssl.SSLError):
+        handshake(port, "bad.example")
+
+
+def test_a_ca_down_at_startup_is_retried_until_it_answers(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port, start=False)
+    server = start_server(APP, *acme_options(pebble, port, tmp_path / "acme"))
+    assert server.wait_for_output("could not obtain a certificate for test.example (failure 1 in a row)", timeout=60), server.output()[-4000:]
+    assert server.running()
+    pebble.start()
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert not (tmp_path / "acme" / (NAME + ".backoff")).exists(), "a success clears the backoff"
+
+
+def test_two_servers_sharing_a_cache_place_one_order(start_server, acme_ca, tmp_path):
+    port, other_port = free_port(), free_port()
+    pebble = acme_ca(port)
+    cache = tmp_path / "acme"
+    # Pebble validates on the first server's port; whichever server orders, the challenge is in the shared cache.
+    first = start_server(APP, *acme_options(pebble, port, cache), wait=False)
+    second = start_server(APP, *acme_options(pebble, other_port, cache), wait=False)
+    first.wait_ready()
+    second.wait_ready()
+    root = pebble.root()
+    for p, server in ((port, first), (other_port, second)):
+        assert poll(lambda: try_handshake(p, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    assert serial_of(handshake(port, NAME, cafile=root)[0]) == serial_of(handshake(other_port, NAME, cafile=root)[0])
+    assert pebble.output().count("POST /order-plz") == 1, pebble.output()[-4000:]
+
+
+def test_tls_cert_pairs_serve_other_names_beside_acme(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=other.test", "-addext", "subjectAltName=DNS:other.test", "-set_serial", "0x4242",
+            "-keyout", "other.key", "-out", "other.pem", cwd=tmp_path)
+    server = start_server(APP, "--tls-cert", str(tmp_path / "other.pem"), "--tls-key", str(tmp_path / "other.key"),
+                          *acme_options(pebble, port, tmp_path / "acme"))
+    # Served before ACME has anything: the pair, for its name and for clients naming nothing known.
+    assert serial_of(handshake(port, "other.test")[0]) == "serial=4242"
+    assert serial_of(handshake(port, "unknown.test")[0]) == "serial=4242"
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
+    assert serial_of(handshake(port, "other.test")[0]) == "serial=4242"
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--acme-domain", "192.0.2.1"], "is an IP address"),
+    (["--acme-domain", "*.example.com"], "is a wildcard"),
+    (["--acme-domain", "a..example.com"], "has an empty label"),
+    (["--acme-email", "a@example.com"], "option '--acme-email' needs --acme-domain"),
+    (["--acme-cache", "/proc/1/peregrine-acme", "--acme-domain", "example.com"], "option '--acme-cache'"),
+    (["--acme-domain", "example.com", "--acme-directory", "http://ca.example/dir"], "is not an https URL"),
+])
+def test_a_bad_acme_option_is_one_line_and_status_2(options, message):
+    code, out = run_cli(*options, APP)
+    assert code == 2, out
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert len(lines) == 1 and message in lines[0], out
