@@ -431,6 +431,7 @@ def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float
     return {
         "requests": r["requests"],
         "rps": r["requests"] / seconds if seconds else 0.0,
+        "bytes_per_s": r["bytes"] / seconds if seconds else 0.0,
         "p50_ms": r["p50_us"] / 1000, "p75_ms": r["p75_us"] / 1000, "p90_ms": r["p90_us"] / 1000,
         "p99_ms": r["p99_us"] / 1000, "max_ms": r["max_us"] / 1000, "mean_ms": r["mean_us"] / 1000,
         "sd_ms": r.get("stdev_us", 0) / 1000,
