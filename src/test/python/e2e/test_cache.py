@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port, poll, run_cli
+from test_compress import decode, get_raw
 from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser: the module-scoped Chromium fixture)
 from test_tls import certs, https_client  # noqa: F401 (certs: the module-scoped fixture of test certificates)
 
@@ -287,6 +288,25 @@ def test_metrics_count_hits_misses_stores_and_bytes(cache):
     assert cache.metric("peregrine_cache_misses_total") >= before["peregrine_cache_misses_total"] + 1
     assert cache.metric("peregrine_cache_stores_total") >= before["peregrine_cache_stores_total"] + 1
     assert 0 < cache.metric("peregrine_cache_held_bytes") <= 8 * 1024 * 1024
+
+
+def test_with_compress_a_hit_is_compressed_per_client_from_the_uncompressed_entry(start_server, tmp_path):
+    both = launch(start_server, tmp_path, "--cache-size", "4", "--compress")
+    size = 4000
+    target = unique("cc=max-age%%3D60&size=%d" % size)
+    first, first_raw = get_raw(both.server, target, "br")
+    gzip_hit, gzip_raw = get_raw(both.server, target, "gzip")
+    plain_hit, plain_raw = get_raw(both.server, target, "identity")
+    assert first.headers["cache-status"] == "Peregrine; fwd=miss; stored"
+    assert first.headers["content-encoding"] == "br" and decode("br", first_raw) == b"x" * size
+    assert gzip_hit.headers["cache-status"].startswith("Peregrine; hit")
+    assert gzip_hit.headers["content-encoding"] == "gzip" and decode("gzip", gzip_raw) == b"x" * size
+    # The entry is the application's own response: served as it is, it is the uncompressed body.
+    assert plain_hit.headers["cache-status"].startswith("Peregrine; hit")
+    assert "content-encoding" not in plain_hit.headers
+    assert plain_hit.headers["content-length"] == str(size) and plain_raw == b"x" * size
+    assert "accept-encoding" in plain_hit.headers.get("vary", "").lower()
+    assert both.calls(target) == 1
 
 
 def test_eviction_under_a_size_bound_keeps_what_is_used(start_server, tmp_path):

@@ -3,9 +3,7 @@ package dev.peregrine.edge;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.http.WriteQueue;
 import io.netty.buffer.ByteBuf;
-import io.netty.util.concurrent.EventExecutor;
 
 import java.util.Arrays;
 import java.util.List;
@@ -16,17 +14,16 @@ import java.util.List;
  * buffers themselves go on to the transport untouched) and stored once it is complete. For an unsafe
  * request, a 2xx or 3xx answer invalidates the URL instead.
  *
- * <p>{@code send} runs on the application's thread: the judgement of the head and the copy of the body
- * happen there, in the call (they only read what the application handed over, and doing them later would
- * let the transport's count of queued bytes run ahead of what is really queued); everything that touches
- * the shared memory (storing, the hit-for-miss marker, invalidation) is handed to the I/O thread.
+ * <p>{@code send} only hands each piece to the connection's I/O thread ({@link HttpExchange#runOnLoop},
+ * its bytes counted against the high-water mark until then), in order: the judgement of the head, the
+ * copy of the body, the passing on and everything that touches the shared memory happen there, never on
+ * the application's thread. The fields below are touched on the I/O thread only.
  */
 final class CacheExchange extends ExchangeWrapper {
     private final ResponseCache cache;
     private final CacheRequest request;
     /** The fill marker this request holds for its key, or null. */
     private final CacheStore.Slot claim;
-    private final WriteQueue loop;
     private final boolean unsafe;
     private boolean headSeen;
     /** The response being copied, null once it is known not to be stored. */
@@ -37,50 +34,59 @@ final class CacheExchange extends ExchangeWrapper {
     private int bodyLength;
     private long receivedMillis;
 
-    CacheExchange(HttpExchange wrapped, ResponseCache cache, CacheRequest request, CacheStore.Slot claim, EventExecutor loop, boolean unsafe) {
+    CacheExchange(HttpExchange wrapped, ResponseCache cache, CacheRequest request, CacheStore.Slot claim, boolean unsafe) {
         super(wrapped);
         this.cache = cache;
         this.request = request;
         this.claim = claim;
-        this.loop = loop == null ? null : new WriteQueue(loop);
         this.unsafe = unsafe;
     }
 
     @Override
     public void send(ResponseHead head, ByteBuf chunk, boolean last, WakeupBatch batch) {
+        wrapped.runOnLoop(() -> sendOnLoop(head, chunk, last), chunk == null ? 0 : chunk.readableBytes(), batch);
+    }
+
+    /** One piece of the response, on the I/O thread: judged or copied, then passed on (with its buffer) downstream. */
+    private void sendOnLoop(ResponseHead head, ByteBuf chunk, boolean last) {
         ResponseHead out = head;
         if (head != null && !headSeen) {
             headSeen = true;
-            out = unsafe ? invalidating(head, batch) : judged(head, batch);
+            out = unsafe ? invalidating(head) : judged(head);
         }
-        if (stored != null && chunk != null && chunk.readableBytes() > 0) copy(chunk, batch);
+        if (stored != null && chunk != null && chunk.readableBytes() > 0) copy(chunk);
         if (last && stored != null) {
             byte[] record = CacheEntry.build(request, stored, varyNames, body == null ? new byte[0] : body, bodyLength);
             int variant = CacheEntry.variantHash(CacheEntry.variant(request, varyNames));
             long fresh = verdict.freshMillis(), received = receivedMillis - verdict.ageSeconds() * 1000;
             stored = null;
             body = null;
-            onLoop(() -> cache.publish(request, claim, record, variant, fresh, received), batch);
+            cache.publish(request, claim, record, variant, fresh, received);
         }
-        wrapped.send(out, chunk, last, batch);
+        wrapped.send(out, chunk, last);
     }
 
     @Override
     public void abort() {
-        if (stored != null || claim != null && !headSeen) {
-            stored = null;
-            body = null;
-            onLoop(() -> cache.pass(request.hash, claim), null);
-        }
+        wrapped.runOnLoop(this::forget, 0, null);
         wrapped.abort();
     }
 
-    private ResponseHead invalidating(ResponseHead head, WakeupBatch batch) {
-        if (head.status() >= 200 && head.status() < 400) onLoop(() -> cache.invalidate(request.hash), batch);
+    /** The response was cut: nothing is stored, and the requests waiting for this fill stop waiting. */
+    private void forget() {
+        if (stored != null || claim != null && !headSeen) {
+            stored = null;
+            body = null;
+            cache.pass(request.hash, claim);
+        }
+    }
+
+    private ResponseHead invalidating(ResponseHead head) {
+        if (head.status() >= 200 && head.status() < 400) cache.invalidate(request.hash);
         return head;
     }
 
-    private ResponseHead judged(ResponseHead head, WakeupBatch batch) {
+    private ResponseHead judged(ResponseHead head) {
         receivedMillis = System.currentTimeMillis();
         verdict = CacheStorability.judge(request, head, receivedMillis, cache.settings.ttlMaxSeconds());
         boolean fits = head.contentLength() <= cache.settings.maxObjectBytes();
@@ -89,7 +95,7 @@ final class CacheExchange extends ExchangeWrapper {
             varyNames = CacheEntry.varyNames(CacheStorability.value(head, "vary"));
             if (head.contentLength() > 0) body = new byte[(int) head.contentLength()];
         } else {
-            onLoop(() -> cache.pass(request.hash, claim), batch);
+            cache.pass(request.hash, claim);
         }
         ResponseHead out = new ResponseHead(head.status());
         out.addAll(head);
@@ -99,23 +105,18 @@ final class CacheExchange extends ExchangeWrapper {
         return out;
     }
 
-    private void copy(ByteBuf chunk, WakeupBatch batch) {
+    private void copy(ByteBuf chunk) {
         int size = chunk.readableBytes();
         if ((long) bodyLength + size > cache.settings.maxObjectBytes()) {
             // Past --cache-max-object: the client still gets it all; the cache forgets it, and its waiters stop waiting.
             stored = null;
             body = null;
-            onLoop(() -> cache.pass(request.hash, claim), batch);
+            cache.pass(request.hash, claim);
             return;
         }
         if (body == null) body = new byte[Math.max(size, 4096)];
         else if (bodyLength + size > body.length) body = Arrays.copyOf(body, Math.min(cache.settings.maxObjectBytes(), Math.max(body.length * 2, bodyLength + size)));
         chunk.getBytes(chunk.readerIndex(), body, bodyLength, size);
         bodyLength += size;
-    }
-
-    private void onLoop(Runnable task, WakeupBatch batch) {
-        if (loop == null) task.run();
-        else loop.run(task, batch);
     }
 }

@@ -49,7 +49,7 @@ public final class ResponseCache implements EdgeStage {
         String method = exchange.head().method();
         boolean get = method.equals("GET");
         if (!get && !method.equals("HEAD")) {
-            if (UNSAFE.contains(method)) next.dispatch(new CacheExchange(exchange, this, CacheRequest.of(exchange), null, loop(), true));
+            if (UNSAFE.contains(method)) next.dispatch(new CacheExchange(exchange, this, CacheRequest.of(exchange), null, true));
             else next.dispatch(exchange);
             return;
         }
@@ -94,7 +94,7 @@ public final class ResponseCache implements EdgeStage {
 
     private void forward(HttpExchange exchange, Application next, CacheRequest request, CacheStore.Slot claim) {
         metrics.cacheMiss();
-        next.dispatch(new CacheExchange(exchange, this, request, claim, loop(), false));
+        next.dispatch(new CacheExchange(exchange, this, request, claim, false));
     }
 
     /** What the index holds for a request: a matching fresh entry, a fill under way, a hit-for-miss marker. */
