@@ -11,6 +11,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.Arrays;
+import java.util.stream.Stream;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
@@ -23,6 +24,8 @@ import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.sli
  */
 class LayeringTest {
     private static final String[] TRANSPORTS = {"dev.peregrine.http1..", "dev.peregrine.http2..", "dev.peregrine.http3.."};
+    private static final String[] EDGE_FEATURES = {"dev.peregrine.edge.files..", "dev.peregrine.edge.compress..",
+            "dev.peregrine.edge.ratelimit..", "dev.peregrine.edge.cache.."};
     private static JavaClasses classes;
 
     @BeforeAll
@@ -93,5 +96,15 @@ class LayeringTest {
                         "dev.peregrine.http3..", "dev.peregrine.server..", "dev.peregrine.edge..", "dev.peregrine.tls..",
                         "dev.peregrine.workers..", "dev.peregrine.cli..", "dev.peregrine.ops")
                 .check(classes);
+    }
+
+    /** Each edge feature is one package that knows only the seam (dev.peregrine.edge): the chain alone puts them in order. */
+    @ParameterizedTest
+    @ValueSource(strings = {"dev.peregrine.edge.files..", "dev.peregrine.edge.compress..", "dev.peregrine.edge.ratelimit..",
+            "dev.peregrine.edge.cache.."})
+    void noEdgeFeatureImportsAnother(String feature) {
+        String[] others = Stream.concat(Arrays.stream(EDGE_FEATURES).filter(other -> !other.equals(feature)),
+                Stream.of("dev.peregrine.edge.chain..")).toArray(String[]::new);
+        noClasses().that().resideInAPackage(feature).should().dependOnClassesThat().resideInAnyPackage(others).check(classes);
     }
 }

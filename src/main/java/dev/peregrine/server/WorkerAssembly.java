@@ -4,7 +4,7 @@ import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
 import dev.peregrine.config.OperationsSettings;
 import dev.peregrine.config.ServerSettings;
-import dev.peregrine.edge.EdgeChain;
+import dev.peregrine.edge.chain.EdgeChain;
 import dev.peregrine.http.Connections;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;

@@ -1,0 +1,69 @@
+package dev.peregrine.edge.ratelimit;
+
+import dev.peregrine.config.RateLimitSettings;
+import dev.peregrine.edge.EdgeStage;
+import dev.peregrine.http.Application;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.UpgradeGate;
+import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.shared.SharedRegion;
+import io.netty.buffer.Unpooled;
+
+import java.net.InetSocketAddress;
+
+/**
+ * {@code --rate-limit}: a client past its budget gets 429 from the I/O thread, and the application
+ * never sees the request. The client is the exchange's remote address, which the request core has
+ * already replaced with what a trusted proxy reported ({@code --forwarded-allow-ips}). WebSocket
+ * handshakes, which leave the chain, are checked through {@link UpgradeGate}.
+ *
+ * <p>The 429 carries {@code Retry-After} (whole seconds, rounded up) and the fields of
+ * draft-ietf-httpapi-ratelimit-headers: {@code RateLimit-Policy} states the burst as the quota and
+ * the time to refill it as the window (rounded up to whole seconds, so a client keeping to it is never
+ * refused), {@code RateLimit} that nothing remains and when the next request will be allowed.
+ */
+public final class RateLimit implements EdgeStage, UpgradeGate {
+    private static final String POLICY_NAME = "\"peregrine\"";
+    private static final long SECOND = 1_000_000_000L;
+
+    private final ClientTable table;
+    private final RequestMetrics metrics;
+    private final String policy;
+
+    public RateLimit(RateLimitSettings settings, SharedRegion table, RequestMetrics metrics) {
+        this.table = new ClientTable(table, settings.intervalNanos(), settings.burst(), metrics);
+        this.metrics = metrics;
+        long window = ceilSeconds(settings.burst() * settings.intervalNanos());
+        this.policy = POLICY_NAME + ";q=" + settings.burst() + ";w=" + Math.max(1, window);
+    }
+
+    @Override
+    public void handle(HttpExchange exchange, Application next) {
+        Refusal refusal = check(exchange.head(), exchange.remoteAddress());
+        if (refusal == null) {
+            next.dispatch(exchange);
+            return;
+        }
+        exchange.send(refusal.head(), exchange.head().method().equals("HEAD") ? null : Unpooled.wrappedBuffer(refusal.body()), true);
+    }
+
+    @Override
+    public Refusal check(HttpRequestHead head, InetSocketAddress client) {
+        long outcome = table.admit(ClientKey.of(client), System.nanoTime());
+        if (outcome >= 0) return null;
+        metrics.rateLimited();
+        long seconds = Math.max(1, ceilSeconds(-outcome));
+        Refusal refusal = Refusal.of(429, "over the rate limit, retry in " + seconds + " s");
+        refusal.head().add("retry-after", Long.toString(seconds));
+        refusal.head().add("ratelimit-policy", policy);
+        refusal.head().add("ratelimit", POLICY_NAME + ";r=0;t=" + seconds);
+        refusal.head().add("cache-control", "no-store");
+        return refusal;
+    }
+
+    private static long ceilSeconds(long nanos) {
+        return (nanos + SECOND - 1) / SECOND;
+    }
+}
