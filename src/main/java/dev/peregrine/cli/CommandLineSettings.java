@@ -162,9 +162,7 @@ public final class CommandLineSettings {
 
     private static ProtocolSettings protocols(PeregrineCommand c, ListenSettings listen, TlsSettings tls) {
         boolean http3 = on(c.http3);
-        if (http3 && !tls.enabled()) throw new ConfigException("option '--http3' needs TLS (--tls-cert and --tls-key): QUIC is always encrypted");
-        // QUIC serves the first --tls-cert pair whatever the name (TlsContexts.quicEngines); ACME certificates are not offered there yet.
-        if (http3 && tls.certificates().isEmpty()) throw new ConfigException("option '--http3' needs a --tls-cert pair: ACME certificates are not served over QUIC yet");
+        if (http3 && !tls.enabled()) throw new ConfigException("option '--http3' needs TLS (--tls-cert and --tls-key, or --acme-domain): QUIC is always encrypted");
         if (!http3 && c.quicPort != null) throw new ConfigException("option '--quic-port' needs --http3");
         if (http3 && c.quicPort == null && (listen.unix() != null || listen.port() == 0)) {
             throw new ConfigException("option '--http3' needs --quic-port when " + (listen.unix() != null ? "listening on --unix" : "--port is 0"));

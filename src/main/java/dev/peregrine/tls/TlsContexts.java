@@ -17,10 +17,8 @@ import io.netty.handler.ssl.SslContext;
 import io.netty.handler.ssl.SslContextBuilder;
 import io.netty.handler.ssl.SslProvider;
 import io.netty.util.DomainWildcardMappingBuilder;
-import io.netty.incubator.codec.http3.Http3;
 import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicSslContext;
-import io.netty.incubator.codec.quic.QuicSslContextBuilder;
 import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.util.Mapping;
 import io.netty.util.concurrent.Future;
@@ -63,6 +61,9 @@ import java.util.function.Function;
  * an ACME name that has no certificate yet is refused with an alert; one that offers ALPN acme-tls/1
  * while the name's authorization is pending gets the tls-alpn-01 certificate (RFC 8737) instead.
  *
+ * <p>With --http3, QUIC chooses among the same certificates the same way ({@link QuicContexts}), except
+ * that tls-alpn-01 is answered on TCP only, where ACME CAs validate.
+ *
  * <p>Every file is read and checked here, before anything is served, so that a bad certificate or key
  * ends the start with one line naming it. {@link #reload} reads the files again (SIGHUP): new
  * connections get the new contexts, established ones keep theirs.
@@ -87,11 +88,9 @@ public final class TlsContexts {
     /** The context of each ACME name's current certificate, and of each pending tls-alpn-01 certificate. */
     private final Map<String, Served> managed = new ConcurrentHashMap<>();
     private final Map<String, Served> validations = new ConcurrentHashMap<>();
-    private static final long REFUSAL_WARNING_INTERVAL_NANOS = 60_000_000_000L;
-    /** When a refused handshake was last logged as a warning, by the name asked for; bounded, as names come from clients. */
-    private final Map<String, Long> lastRefusalWarning = new ConcurrentHashMap<>();
-    /** HTTP/3's context (the first pair's certificate), or null without --http3. */
-    private volatile QuicSslContext quic;
+    private final RefusalLog refusals = new RefusalLog();
+    /** HTTP/3's certificates, or null without --http3. */
+    private final QuicContexts quic;
 
     private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3, CertificateManager acme) {
         this.pairs = pairs;
@@ -99,6 +98,7 @@ public final class TlsContexts {
         this.ciphers = ciphers;
         this.alpn = alpn;
         this.http3 = http3;
+        this.quic = http3 ? new QuicContexts(acme, refusals) : null;
         this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
     }
 
@@ -155,27 +155,12 @@ public final class TlsContexts {
                     return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offersAcmeTls, current));
                 } catch (NoCertificate refusal) {
                     // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
-                    logRefusal(String.valueOf(hostname), ctx.channel().remoteAddress(), refusal.getMessage());
+                    refusals.refused(String.valueOf(hostname), "TLS handshake from " + ctx.channel().remoteAddress(), refusal.getMessage());
                     ctx.writeAndFlush(Unpooled.wrappedBuffer(refusal.alert())).addListener(ChannelFutureListener.CLOSE);
                     return ImmediateEventExecutor.INSTANCE.newPromise();
                 }
             }
         };
-    }
-
-    /**
-     * A warning per name and minute, the others at debug: a client retrying in a loop (or a scanner)
-     * must not flood the log while a certificate is on its way.
-     */
-    private void logRefusal(String name, java.net.SocketAddress client, String reason) {
-        long now = System.nanoTime();
-        Long last = lastRefusalWarning.get(name);
-        if ((last == null || now - last > REFUSAL_WARNING_INTERVAL_NANOS) && lastRefusalWarning.size() < 1024) {
-            lastRefusalWarning.put(name, now);
-            LOG.warnf("TLS handshake from %s refused: %s", client, reason);
-        } else {
-            LOG.debugf("TLS handshake from %s refused: %s", client, reason);
-        }
     }
 
     /** Starts obtaining and renewing the ACME certificates (in a worker; a supervisor only checks the cache). */
@@ -253,39 +238,35 @@ public final class TlsContexts {
     }
 
     /**
-     * The TLS engine of each new QUIC connection, from the contexts in use when it arrives. QUIC serves
-     * the first pair's certificate whatever name the client asks for: the QUIC codec chooses by SNI only
-     * through a mapping without a default, which would fail clients that send no name (an IP address).
+     * The TLS engine of each new QUIC connection: its certificate is chosen by SNI during its handshake,
+     * from the pairs and ACME certificates in use at that moment, as for TCP ({@link QuicContexts}).
      */
     public Function<QuicChannel, QuicSslEngine> quicEngines() {
-        return channel -> quic.newEngine(channel.alloc());
+        return quic.engines();
     }
 
     /** Reads and checks every pair, then puts the new contexts in use: all of them or, on failure, none. */
     private void build() {
-        SslContext first = null;
-        QuicSslContext firstQuic = null;
         DomainWildcardMappingBuilder<SslContext> mapping = null;
+        DomainWildcardMappingBuilder<QuicSslContext> quicMapping = null;
         for (CertificatePair pair : pairs) {
             X509Certificate[] chain = readChain(pair.certificate());
             PrivateKey key = readKey(pair.key());
             checkPair(chain[0], key, pair);
             SslContext context = context(chain, key, pair);
-            if (first == null) {
-                first = context;
-                mapping = new DomainWildcardMappingBuilder<>(pairs.size() * 4 + 1, first);
-                if (http3) firstQuic = quicContext(chain, key);
+            QuicSslContext quicContext = http3 ? QuicContexts.context(chain, key) : null;
+            if (mapping == null) {
+                // The first pair is the default: it answers names no certificate carries, and clients that send none.
+                mapping = new DomainWildcardMappingBuilder<>(pairs.size() * 4 + 1, context);
+                if (http3) quicMapping = new DomainWildcardMappingBuilder<>(pairs.size() * 4 + 1, quicContext);
             }
-            for (String name : names(chain[0])) mapping.add(name, context);
+            for (String name : names(chain[0])) {
+                mapping.add(name, context);
+                if (quicMapping != null) quicMapping.add(name, quicContext);
+            }
         }
         byName = mapping != null ? mapping.build() : null;
-        quic = firstQuic;
-    }
-
-    private static QuicSslContext quicContext(X509Certificate[] chain, PrivateKey key) {
-        return QuicSslContextBuilder.forServer(key, null, chain)
-                .applicationProtocols(Http3.supportedApplicationProtocols())
-                .build();
+        if (quic != null) quic.pairs(quicMapping != null ? quicMapping.build() : null);
     }
 
     private SslContext context(X509Certificate[] chain, PrivateKey key, CertificatePair pair) {

@@ -125,11 +125,12 @@ class AcmeOptionsTest {
     }
 
     @Test
-    void acmeCountsAsTlsForTheRedirectAndHstsButNotYetForQuic() {
+    void acmeCountsAsTlsForTheRedirectHstsAndQuic() {
         ServerSettings s = Cli.settings("--acme-domain", "a.example", "--redirect-http", "8080", "--hsts", "60", "main:app");
         assertEquals(8080, s.tls().redirectHttpPort());
-        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--acme-domain", "a.example", "--http3", "--port", "8443", "main:app"));
-        assertTrue(e.getMessage().startsWith("option '--http3' needs a --tls-cert pair"), e.getMessage());
+        ServerSettings h3 = Cli.settings("--acme-domain", "a.example", "--http3", "--port", "8443", "main:app");
+        assertTrue(h3.protocols().http3());
+        assertEquals(8443, h3.protocols().quicPort());
         ConfigException ciphers = assertThrows(ConfigException.class, () -> Cli.settings("--acme-domain", "a.example", "--tls-ciphers", "ECDHE-RSA-AES128-GCM-SHA256", "main:app"));
         assertEquals("option '--tls-ciphers' needs --tls-cert and --tls-key", ciphers.getMessage());
     }
