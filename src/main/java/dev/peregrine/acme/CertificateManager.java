@@ -2,6 +2,7 @@ package dev.peregrine.acme;
 
 import dev.peregrine.config.AcmeSettings;
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.ops.metrics.AcmeOrders;
 import dev.peregrine.ops.metrics.CertificateExpiry;
 import org.bouncycastle.jce.provider.BouncyCastleProvider;
 import org.jboss.logging.Logger;
@@ -61,6 +62,7 @@ public final class CertificateManager {
         } catch (IOException e) {
             throw new ConfigException("option '--acme-cache': cannot create " + settings.cache() + " (" + e.getMessage() + ")");
         }
+        AcmeOrders.register(settings.domains());
         for (Domain domain : manager.domains.values()) {
             manager.refresh(domain);
             // Read through refresh: a supervisor runs no manager thread, yet its scrapes see renewed certificates.
@@ -178,11 +180,13 @@ public final class CertificateManager {
             AcmeCache.write(cache.certificateFile(domain.name), certified);
             Files.deleteIfExists(cache.backoffFile(domain.name));
             refresh(domain);
+            AcmeOrders.count(domain.name, true);
             LOG.infof("ACME: certificate for %s issued (serial %s, valid until %s), serving it from now on",
                     domain.name, certified.serial(), certified.notAfter());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (Exception e) { // AcmeException (the CA's refusal, or the CA unreachable) or IOException (the cache)
+            AcmeOrders.count(domain.name, false);
             Backoff next = backoff.failedAgain(Instant.now());
             try {
                 next.write(cache.backoffFile(domain.name));

@@ -30,6 +30,8 @@ public final class MetricsExporter {
     private final BitSet requestSeries = new BitSet(REQUEST_CELLS);
     private final BitSet workerSeries = new BitSet();
     private final java.util.Set<String> certificateSeries = new java.util.HashSet<>();
+    /** How many names' order counters are registered. */
+    private int orderSeries;
 
     public MetricsExporter(MetricsStore store) {
         this.store = store;
@@ -110,6 +112,16 @@ public final class MetricsExporter {
                         .baseUnit("seconds").tag("domain", domain).register(registry);
             }
         });
+        java.util.List<String> ordered = AcmeOrders.registered();
+        for (int name = orderSeries; name < ordered.size(); name++) {
+            // Both outcomes from the start, at zero: an alert on failures needs the series before the first one.
+            for (String outcome : new String[] {"issued", "failed"}) {
+                int position = ACME_ORDERS + 2 * name + (outcome.equals("issued") ? 0 : 1);
+                counter("peregrine.acme.orders", "ACME orders ended, by name and outcome (a certificate issued, or not)", position)
+                        .tags("domain", ordered.get(name), "outcome", outcome).register(registry);
+            }
+        }
+        orderSeries = ordered.size();
     }
 
     private FunctionCounter.Builder<MetricsStore> counter(String name, String help, int position) {

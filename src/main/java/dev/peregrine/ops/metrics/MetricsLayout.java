@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 3;
+    static final long VERSION = 4;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -78,7 +78,14 @@ public final class MetricsLayout {
     static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
     /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
     static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);
-    static final int SLOT_LONGS = lineAfter(WORKER_ID);
+    /**
+     * ACME orders by name (the position of the --acme-domain, the same in every process) and outcome:
+     * issued at {@code ACME_ORDERS + 2 * name}, failed one further. Written by the ordering thread.
+     */
+    static final int ACME_ORDERS = lineAfter(WORKER_ID);
+    /** The names whose orders are counted: the first of --acme-domain, as a slot's layout is fixed. */
+    public static final int ACME_NAMES = 32;
+    static final int SLOT_LONGS = lineAfter(ACME_ORDERS + 2 * ACME_NAMES - 1);
 
     static final int[] GAUGES = {CONNECTIONS_ACTIVE, REQUESTS_IN_FLIGHT};
 

@@ -89,6 +89,12 @@ public final class RequestMetrics {
         add(RATE_LIMIT_FORGOTTEN, 1);
     }
 
+    /** An ACME order for the {@code name}-th --acme-domain ended; names from {@link MetricsLayout#ACME_NAMES} on are not counted. */
+    public void acmeOrder(int name, boolean issued) {
+        if (segment == null || name < 0 || name >= ACME_NAMES) return;
+        add(ACME_ORDERS + 2 * name + (issued ? 0 : 1), 1);
+    }
+
     /** The response cache answered a request. */
     public void cacheHit() {
         if (segment == null) return;

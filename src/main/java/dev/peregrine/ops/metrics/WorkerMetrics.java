@@ -37,7 +37,9 @@ public final class WorkerMetrics implements AutoCloseable {
         String file = environment.get(FILE_ENV);
         if (file != null) {
             MetricsStore store = MetricsStore.open(Path.of(file));
-            return new WorkerMetrics(store.recorder(slot(environment.get(SLOT_ENV), store.slots())), null);
+            RequestMetrics recorder = store.recorder(slot(environment.get(SLOT_ENV), store.slots()));
+            AcmeOrders.countInto(recorder);
+            return new WorkerMetrics(recorder, null);
         }
         if (port == null) return OFF;
         MetricsStore store = MetricsStore.offHeap(1);
@@ -49,6 +51,7 @@ public final class WorkerMetrics implements AutoCloseable {
         } catch (IOException e) {
             throw new IOException("cannot serve metrics on " + host + ":" + port + ": " + e.getMessage(), e);
         }
+        AcmeOrders.countInto(store.recorder(0));
         return new WorkerMetrics(store.recorder(0), server);
     }
 

@@ -51,6 +51,25 @@ class MetricsExporterTest {
     }
 
     @Test
+    void acmeOrdersAreSummedOverSlotsByNameAndOutcome() {
+        MetricsStore store = MetricsStore.offHeap(2);
+        AcmeOrders.register(java.util.List.of("a.example", "b.example"));
+        try {
+            MetricsExporter exporter = new MetricsExporter(store);
+            store.recorder(0).acmeOrder(1, true);
+            store.recorder(1).acmeOrder(1, true);
+            store.recorder(1).acmeOrder(0, false);
+            store.recorder(1).acmeOrder(MetricsLayout.ACME_NAMES, true); // past the counted names: ignored
+            String text = exporter.scrape(TEXT);
+            assertLine(text, "peregrine_acme_orders_total{domain=\"b.example\",outcome=\"issued\"} 2.0");
+            assertLine(text, "peregrine_acme_orders_total{domain=\"a.example\",outcome=\"failed\"} 1.0");
+            assertLine(text, "peregrine_acme_orders_total{domain=\"a.example\",outcome=\"issued\"} 0.0");
+        } finally {
+            AcmeOrders.register(java.util.List.of());
+        }
+    }
+
+    @Test
     void openMetricsWhenTheScraperAsksForIt() {
         String type = MetricsExporter.contentType("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5");
         assertTrue(type.startsWith("application/openmetrics-text"));
