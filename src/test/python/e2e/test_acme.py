@@ -6,12 +6,17 @@ test says otherwise) and ``pebble`` with its ``tlsPort`` set to the Peregrine po
 that Pebble's validation connects to Peregrine. Validation is real: PEBBLE_VA_ALWAYS_VALID is not set.
 Pebble's own HTTPS certificate is made here with ``openssl`` and handed to Peregrine by
 --acme-ca-bundle. Skipped when Debian's ``pebble`` package is not installed (bin/test installs it).
+
+The HTTP/3 test drives headless Chromium (``chromium.py``) over QUIC, resolving the test name to
+127.0.0.1 and trusting nothing but the key of the ACME certificate it expects (by SPKI hash): a
+page that loads over h3 was served that certificate.
 """
 
 import calendar
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -20,7 +25,11 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, poll, run_cli
+import chromium
+from chromium import DevToolsError
+from conftest import free_port, poll, run_cli, RawConn
+from test_http3 import free_udp_port
+from test_workers import children, wait_workers
 
 pytestmark = [
     pytest.mark.peregrine_only,
@@ -219,6 +228,29 @@ def get_over_tls(port, name, cafile):
             return data
 
 
+def scrape(metrics_port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10) as response:
+        return response.read().decode()
+
+
+def orders(scraped):
+    """peregrine_acme_orders_total by (domain, outcome)."""
+    counts = {}
+    for line in scraped.splitlines():
+        if line.startswith("peregrine_acme_orders_total{"):
+            labels, value = line[len("peregrine_acme_orders_total{"):].rsplit("} ", 1)
+            fields = dict(field.split("=", 1) for field in labels.split(","))
+            counts[(fields["domain"].strip('"'), fields["outcome"].strip('"'))] = float(value)
+    return counts
+
+
+def spki_of(der, directory):
+    """What --ignore-certificate-errors-spki-list takes, for a certificate in DER."""
+    path = directory / ("served-%d.pem" % time.monotonic_ns())
+    path.write_text(ssl.DER_cert_to_PEM_cert(der))
+    return chromium.spki_sha256_base64(path)
+
+
 def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(start_server, acme_ca, tmp_path):
     port = free_port()
     pebble = acme_ca(port)
@@ -244,10 +276,10 @@ def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(st
     not_after = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
                                capture_output=True, check=True).stdout.decode().strip().split("=", 1)[1]
     expected = calendar.timegm(time.strptime(not_after, "%b %d %H:%M:%S %Y GMT"))
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10) as response:
-        scraped = response.read().decode()
+    scraped = scrape(metrics_port)
     gauge = next(l for l in scraped.splitlines() if l.startswith('peregrine_certificate_expiry_timestamp_seconds{domain="test.example"}'))
     assert float(gauge.split()[-1]) == expected, gauge
+    assert orders(scraped) == {("test.example", "issued"): 1.0, ("test.example", "failed"): 0.0}, scraped
     assert not list((cache / "challenges").iterdir()), "the challenge certificate is removed after validation"
 
 
@@ -342,13 +374,16 @@ def test_a_failed_authorization_is_logged_with_the_ca_reason_and_backed_off(star
     # Resolves to an address nothing listens on: Pebble's validation cannot reach us.
     pebble.resolve("bad.example", "127.0.0.2")
     cache = tmp_path / "acme"
-    server = start_server(APP, *acme_options(pebble, port, cache, "bad.example", NAME))
+    metrics_port = free_port()
+    server = start_server(APP, "--metrics-port", str(metrics_port), *acme_options(pebble, port, cache, "bad.example", NAME))
     out = server.wait_for_output("could not obtain a certificate for bad.example", timeout=ISSUANCE_TIMEOUT)
     assert out, server.output()[-4000:]
     line = next(l for l in out.splitlines() if "could not obtain a certificate for bad.example" in l)
     assert "failure 1 in a row" in line and "next attempt at" in line
     assert "urn:ietf:params:acme:error:" in line, "the CA's problem document: " + line
     assert (cache / "bad.example.backoff").read_text().split()[0] == "1"
+    counted = orders(scrape(metrics_port))
+    assert counted[("bad.example", "failed")] == 1.0 and counted[("bad.example", "issued")] == 0.0, counted
     # The other name is obtained meanwhile, and the server keeps serving.
     root = pebble.root()
     assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
@@ -400,6 +435,113 @@ def test_tls_cert_pairs_serve_other_names_beside_acme(start_server, acme_ca, tmp
     der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
     assert der, server.output()[-4000:]
     assert serial_of(handshake(port, "other.test")[0]) == "serial=4242"
+
+
+def test_sighup_with_workers_serves_the_cached_certificate_and_orders_nothing(start_server, acme_ca, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    metrics_port = free_port()
+    server = start_server(APP, "--workers", "2", "--metrics-port", str(metrics_port), *acme_options(pebble, port, tmp_path / "acme"))
+    first = set(wait_workers(server, 2))
+    root = pebble.root()
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
+    assert pebble.output().count("POST /order-plz") == 1
+    # The supervisor serves the metrics: the order counted by the worker that placed it.
+    assert orders(scrape(metrics_port))[(NAME, "issued")] == 1.0
+
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: server.output().count("Replaced worker") >= 2, timeout=90), server.output()[-4000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and not set(children(server.proc.pid)) & first, timeout=30)
+    # Each new worker read the certificate from the cache at its start, and both serve it.
+    assert poll(lambda: server.output().count("ACME: serving the cached certificate for test.example") >= 2, timeout=30), \
+        server.output()[-4000:]
+    served = [try_handshake(port, NAME, cafile=root) for _ in range(12)]
+    assert all(served) and {serial_of(d) for d in served} == {serial_of(der)}
+    time.sleep(3)  # more than the managers' poll: an order would have started by now
+    assert server.output().count("ACME: ordering") == 1, server.output()[-4000:]
+    assert pebble.output().count("POST /order-plz") == 1, pebble.output()[-4000:]
+    assert orders(scrape(metrics_port))[(NAME, "issued")] == 1.0
+
+
+def test_redirect_http_and_hsts_work_with_acme(start_server, acme_ca, tmp_path):
+    port, redirect_port = free_port(), free_port()
+    pebble = acme_ca(port)
+    server = start_server(APP, "--redirect-http", str(redirect_port), "--hsts", "3600", *acme_options(pebble, port, tmp_path / "acme"))
+    root = pebble.root()
+    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    response = get_over_tls(port, NAME, root)
+    head = response.split(b"\r\n\r\n", 1)[0].decode().lower()
+    assert head.startswith("http/1.1 200") and "\r\nstrict-transport-security: max-age=3600" in head, head
+    with RawConn(redirect_port) as conn:
+        conn.send_request("GET", "/some/path?q=1", host=NAME)
+        redirect = conn.read_response()
+    assert redirect.status == 301, redirect
+    assert redirect.header("location") == "https://%s:%d/some/path?q=1" % (NAME, port)
+    assert redirect.header("strict-transport-security") is None, "HSTS is for TLS answers only (RFC 6797 7.2)"
+
+
+def open_h3(spki, origins, url, server):
+    """A Chromium that accepts only the certificate of spki, and a page it loaded from url over HTTP/3.
+    QUIC may answer a moment after TCP: the first loads are retried."""
+    browser = chromium.Chromium(force_quic=origins, spki_hashes=[spki],
+                                extra_args=["--host-resolver-rules=MAP %s 127.0.0.1" % NAME])
+    browser.start()
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            page = browser.new_page(isolated=True)
+            try:
+                page.navigate(url, timeout=20)
+                return browser, page
+            except DevToolsError as e:
+                page.close()
+                if time.monotonic() > deadline:
+                    raise AssertionError("no page from %s over HTTP/3: %s\nQUIC closes: %s\nserver:\n%s"
+                                         % (url, e, browser.quic_closes(), server.output()[-3000:]))
+                time.sleep(0.3)
+    except BaseException:
+        browser.close()
+        raise
+
+
+@pytest.mark.skipif(not chromium.available(), reason="headless Chromium is the HTTP/3 client")
+def test_http3_serves_the_acme_certificate_and_a_renewed_one_to_new_connections(start_server, acme_ca, tmp_path):
+    port = free_udp_port()
+    pebble = acme_ca(port, validity_seconds=45)
+    server = start_server(APP, "--http3", *acme_options(pebble, port, tmp_path / "acme"))
+    root = pebble.root()
+    first = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert first, server.output()[-4000:]
+    origins = ["%s:%d" % (NAME, port), "127.0.0.1:%d" % port]
+    # Chromium trusts nothing but the ACME certificate's key: a page over h3 means QUIC served that certificate,
+    # for the name (SNI) and for the address, where Chromium sends no name and the first ACME name's certificate answers.
+    browser, page = open_h3(spki_of(first, tmp_path), origins, "https://%s:%d/" % (NAME, port), server)
+    try:
+        assert page.protocol == "h3" and page.navigation_status in (200, None)
+        assert page.fetch("/").text == "hello, tls"
+        by_address = browser.new_page(isolated=True)
+        by_address.navigate("https://127.0.0.1:%d/" % port, timeout=20)
+        assert by_address.protocol == "h3"
+    finally:
+        browser.close()
+
+    # A renewal brings a new key: a new connection over QUIC trusts only the new certificate.
+    renewed = poll(lambda: (lambda der: der if der and serial_of(der) != serial_of(first) else None)(try_handshake(port, NAME, cafile=root)),
+                   timeout=ISSUANCE_TIMEOUT)
+    assert renewed, server.output()[-4000:]
+    assert spki_of(renewed, tmp_path) != spki_of(first, tmp_path)
+    browser, page = open_h3(spki_of(renewed, tmp_path), origins, "https://%s:%d/" % (NAME, port), server)
+    try:
+        assert page.protocol == "h3" and page.navigation_status in (200, None)
+    finally:
+        browser.close()
+    # And the trust list does tell certificates apart: a browser that trusts only the old one fails now.
+    with chromium.Chromium(force_quic=origins, spki_hashes=[spki_of(first, tmp_path)],
+                           extra_args=["--host-resolver-rules=MAP %s 127.0.0.1" % NAME]) as old:
+        with pytest.raises(DevToolsError, match="ERR_"):
+            old.new_page(isolated=True).navigate("https://%s:%d/" % (NAME, port), timeout=20)
+    assert "ACME: new certificate for test.example" in server.output()
 
 
 @pytest.mark.parametrize("options, message", [
