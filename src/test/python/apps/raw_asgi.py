@@ -120,6 +120,10 @@ async def lifespan(scope, receive, send):
             return
 
 
+# One large bytes object sent by /lent: /lent-refcount shows whether the server still holds references to it.
+LENT = bytes(range(256)) * 4096
+
+
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
         await lifespan(scope, receive, send)
@@ -323,6 +327,17 @@ async def http(scope, receive, send):
         for i in range(n):
             await send({"type": "http.response.body", "body": block, "more_body": i < n - 1})
             RESULTS[key] = {"sent": i + 1}
+
+    elif path == "/lent":
+        # LENT itself in N body messages (large bytes are lent to the server, not copied)
+        n = int(query.get("n", "1"))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(n * len(LENT)).encode())]})
+        for i in range(n):
+            await send({"type": "http.response.body", "body": LENT, "more_body": i < n - 1})
+
+    elif path == "/lent-refcount":
+        await _respond(send, 200, str(sys.getrefcount(LENT)))
 
     elif path == "/empty-chunks":
         # empty body messages in the middle must not end the response

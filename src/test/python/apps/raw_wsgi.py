@@ -143,6 +143,10 @@ def _environ_json(environ):
     return out
 
 
+# One large bytes object sent by /lent: /lent-refcount shows whether the server still holds references to it.
+LENT = bytes(range(256)) * 4096
+
+
 def app(environ, start_response):
     target = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
     if environ.get("QUERY_STRING"):
@@ -315,6 +319,22 @@ def app(environ, start_response):
     if path == "/list":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"hello ", b"list"]
+
+    if path == "/lent":
+        # LENT itself, N times: as a list, or through write() with ?how=write, or from a generator with ?how=iter
+        n, how = int(query.get("n", "1")), query.get("how", "list")
+        write = start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(n * len(LENT)))])
+        if how == "write":
+            for _ in range(n):
+                write(LENT)
+            return []
+        if how == "iter":
+            return (LENT for _ in range(n))
+        return [LENT] * n
+
+    if path == "/lent-refcount":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [str(sys.getrefcount(LENT)).encode()]
 
     if path == "/lazy-start":
 

@@ -162,6 +162,17 @@ def test_the_console_script_serves_fastapi_with_the_interpreter_it_was_installed
         assert "(ASGI, uvloop)" in started  # the uvloop extra was installed and is used
 
 
+def open_files(pid):
+    """What the process has open; a descriptor closed between the listing and its readlink is passed over."""
+    opened = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            opened.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except FileNotFoundError:
+            pass
+    return opened
+
+
 def test_python_m_peregrine_serves_raw_asgi_from_the_aot_cache(serve, installed, tmp_path):
     aot_log, class_log = tmp_path / "aot.log", tmp_path / "classes.log"
     server = serve("module", "raw_asgi:app", env={
@@ -176,7 +187,7 @@ def test_python_m_peregrine_serves_raw_asgi_from_the_aot_cache(serve, installed,
     # exec: the process the command started is the JVM itself, so signals reach the server.
     assert os.readlink("/proc/%d/exe" % server.proc.pid).endswith("/_runtime/java/bin/java")
     # Everything it opened is the installation's own: nothing of the tree the wheel was built in.
-    opened = [os.readlink("/proc/%d/fd/%s" % (server.proc.pid, fd)) for fd in os.listdir("/proc/%d/fd" % server.proc.pid)]
+    opened = open_files(server.proc.pid)
     assert not [f for f in opened if f.startswith(str(REPO_ROOT / "target" / "wheel"))], opened
     assert [f for f in opened if f.startswith(str(installed.venv)) and f.endswith(".jar")]
     server.proc.send_signal(signal.SIGTERM)

@@ -4,6 +4,7 @@ import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonException;
 import dev.peregrine.python.PythonInterpreter;
@@ -27,6 +28,7 @@ public final class AsgiApplication implements ServedApplication {
     private final boolean uvloop;
     private final boolean lifespan;
     private final LoopWakeup wakeup = new LoopWakeup();
+    private final BorrowedBytes borrowed = new BorrowedBytes(() -> wakeup.post(this::drainBorrowed));
     private final RequestTable requests = new RequestTable();
     private final CompletableFuture<String> ready = new CompletableFuture<>();
     private final String rootPath;
@@ -61,12 +63,14 @@ public final class AsgiApplication implements ServedApplication {
         this.uvloop = uvloop;
         this.lifespan = lifespan;
         interpreter.define("asgi_wake", args -> {
+            borrowed.drain();
             wakeup.drain(this::runTask);
             return null;
         });
         interpreter.define("asgi_flush", args -> {
             flushScheduled = false;
             batch.flush();
+            borrowed.drain();
             return null;
         });
         interpreter.define("asgi_receive", args -> request(args.self()).receive());
@@ -242,6 +246,15 @@ public final class AsgiApplication implements ServedApplication {
 
     WakeupBatch batch() {
         return batch;
+    }
+
+    /** Lends large response bodies to the I/O threads instead of copying them (see {@link BorrowedBytes}). */
+    BorrowedBytes borrowed() {
+        return borrowed;
+    }
+
+    private void drainBorrowed() {
+        borrowed.drain();
     }
 
     private void scheduleFlush() {

@@ -141,7 +141,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
                 complete = !more;
                 return owner.completed(); // the client is gone: sending is a no-op, as the application cannot know yet
             }
-            ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : NativeBuffers.fromNative(PooledByteBufAllocator.DEFAULT, bytes);
+            ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : owner.borrowed().of(bodyObject, bytes);
             ResponseHead head = pendingHead;
             pendingHead = null;
             exchange.send(head, data, !more, owner.batch());

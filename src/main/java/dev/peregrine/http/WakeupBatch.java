@@ -19,8 +19,17 @@ import java.util.List;
 public final class WakeupBatch {
     private static final Runnable NOTHING = () -> {};
 
+    /**
+     * A batch this large is flushed at once rather than at the end of the application's turn, so the
+     * I/O threads start writing while the application still runs the rest of the turn's requests.
+     * A/B on FastAPI at 64 connections (issue 14): 1.19x the requests per second of flushing once per
+     * turn, every round better; 1.08x at 256 connections; 0.93x on 100 KiB bodies, where a wake-up costs
+     * more than it saves. Smaller batches (1, 4) cost the Python thread a wake-up too often.
+     */
+    private static final int FLUSH_AFTER = 8;
     private final List<EventExecutor> executors = new ArrayList<>(2);
     private final Runnable onFirst;
+    private int pending;
 
     public WakeupBatch(Runnable onFirst) {
         this.onFirst = onFirst;
@@ -30,14 +39,17 @@ public final class WakeupBatch {
     public void submit(EventExecutor executor, Runnable task) {
         if (executor instanceof AbstractEventExecutor lazy) lazy.lazyExecute(task);
         else executor.execute(task);
-        for (int i = 0; i < executors.size(); i++) {
-            if (executors.get(i) == executor) return;
+        boolean known = false;
+        for (int i = 0; i < executors.size() && !known; i++) known = executors.get(i) == executor;
+        if (!known) {
+            executors.add(executor);
+            if (executors.size() == 1) onFirst.run();
         }
-        executors.add(executor);
-        if (executors.size() == 1) onFirst.run();
+        if (++pending >= FLUSH_AFTER) flush();
     }
 
     public void flush() {
+        pending = 0;
         for (int i = 0; i < executors.size(); i++) executors.get(i).execute(NOTHING);
         executors.clear();
     }

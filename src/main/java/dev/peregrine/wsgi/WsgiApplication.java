@@ -5,6 +5,7 @@ import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.NativeBuffers;
 import dev.peregrine.python.NativeFunction;
 import dev.peregrine.python.Py;
@@ -37,6 +38,8 @@ import java.util.function.Consumer;
 public final class WsgiApplication implements ServedApplication {
     private static final Logger LOG = Logger.getLogger("peregrine");
     private static final WsgiRequest STOP = new WsgiRequest(null, r -> {});
+    /** Queued when many released response bodies wait for their references to be dropped (see {@link BorrowedBytes}). */
+    private static final WsgiRequest DRAIN = new WsgiRequest(null, r -> {});
     private static final ByteBufAllocator ALLOC = PooledByteBufAllocator.DEFAULT;
 
     private final MemorySegment app;
@@ -48,6 +51,7 @@ public final class WsgiApplication implements ServedApplication {
     private final RequestMetrics metrics;
     /** One instance for every request rather than a method reference made per request. */
     private final Consumer<WsgiRequest> enqueue = this::enqueue;
+    private final BorrowedBytes borrowed = new BorrowedBytes(() -> queue.add(DRAIN));
 
     private EnvironBuilder environs;
     private MemorySegment startResponse;
@@ -69,7 +73,10 @@ public final class WsgiApplication implements ServedApplication {
             if (data == null) throw new PythonRaise(Py.ExcTypeError, "write() takes bytes");
             WsgiRequest request = request();
             if (request.head == null) throw new PythonRaise(Py.ExcRuntimeError, "write() called before start_response()");
-            if (data.byteSize() > 0 || !request.headSent) request.send(copy(data), false);
+            if (request.complete) return null;
+            if (data.byteSize() > 0 || !request.headSent) {
+                request.send(borrowed.of(args.get(0), data), request.completesDeclaredLength(data.byteSize()));
+            }
             return null;
         });
         interpreter.define("wsgi_read", args -> {
@@ -150,6 +157,11 @@ public final class WsgiApplication implements ServedApplication {
             }
             if (request == STOP) return;
             int gil = PythonInterpreter.acquire();
+            if (request == DRAIN) {
+                borrowed.drain();
+                PythonInterpreter.release(gil);
+                continue;
+            }
             metrics.pythonStarted(request.readyNanos);
             current.set(request);
             try {
@@ -160,6 +172,7 @@ public final class WsgiApplication implements ServedApplication {
             } finally {
                 current.remove();
                 request.releaseBody();
+                borrowed.drain();
                 PythonInterpreter.release(gil);
             }
         }
@@ -207,9 +220,10 @@ public final class WsgiApplication implements ServedApplication {
         if (Py.isListOrTuple(result)) {
             ByteBuf all = null;
             for (long i = 0, n = Py.fastSize(result); i < n; i++) {
-                MemorySegment block = block(Py.fastItem(result, i));
+                MemorySegment item = Py.fastItem(result, i);
+                MemorySegment block = block(item);
                 if (block.byteSize() == 0) continue;
-                ByteBuf data = copy(block);
+                ByteBuf data = borrowed.of(item, block);
                 all = all == null ? data : ALLOC.compositeDirectBuffer().addComponents(true, all, data);
             }
             finish(request, all);
@@ -221,9 +235,10 @@ public final class WsgiApplication implements ServedApplication {
             while (!request.clientGone() && (item = Py.next(iterator)) != null) {
                 try {
                     MemorySegment block = block(item);
-                    if (block.byteSize() > 0) {
+                    // Blocks past a declared Content-Length that was reached are dropped, as the transport would cut them.
+                    if (block.byteSize() > 0 && !request.complete) {
                         requireStarted(request);
-                        request.send(copy(block), false);
+                        request.send(borrowed.of(item, block), request.completesDeclaredLength(block.byteSize()));
                     }
                 } finally {
                     Py.decRef(item);
@@ -292,10 +307,6 @@ public final class WsgiApplication implements ServedApplication {
             throw e;
         }
         request.send(last, true);
-    }
-
-    private static ByteBuf copy(MemorySegment data) {
-        return NativeBuffers.fromNative(ALLOC, data);
     }
 
     /** PEP 3333: close() is called whatever happened, also when the client went away. */

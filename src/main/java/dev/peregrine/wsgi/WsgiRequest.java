@@ -35,6 +35,8 @@ final class WsgiRequest implements BodyReceiver {
     ResponseHead head;
     boolean headSent;
     boolean complete;
+    /** Body bytes handed to the exchange so far. */
+    private long sent;
 
     WsgiRequest(HttpExchange exchange, Consumer<WsgiRequest> ready) {
         this.exchange = exchange;
@@ -141,10 +143,21 @@ final class WsgiRequest implements BodyReceiver {
         return out;
     }
 
+    /**
+     * Whether {@code size} more bytes reach the Content-Length the application declared: then that block
+     * is the body's last, and goes to the I/O thread together with the end of the response (one hand-over
+     * and at most one wake-up instead of two, which is what a framework's one-block iterator costs).
+     */
+    boolean completesDeclaredLength(long size) {
+        long declared = head == null ? -1 : head.contentLength();
+        return declared >= 0 && sent + size >= declared;
+    }
+
     /** Sends the head (first time) and a block; waits without the GIL while the client is not reading. */
     void send(ByteBuf data, boolean last) {
         ResponseHead toSend = headSent ? null : head;
         headSent = true;
+        if (data != null) sent += data.readableBytes();
         if (last) complete = true;
         exchange.send(toSend, data, last);
         if (!last && !exchange.writable()) {

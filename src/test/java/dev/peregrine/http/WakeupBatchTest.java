@@ -1,0 +1,65 @@
+package dev.peregrine.http;
+
+import io.netty.channel.EventLoop;
+import io.netty.channel.epoll.EpollEventLoopGroup;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * On the server's own kind of event loop (epoll), where a task queued lazily does not wake the loop's
+ * thread: what runs here ran because the batch woke the loop.
+ */
+class WakeupBatchTest {
+    private final EpollEventLoopGroup group = new EpollEventLoopGroup(1);
+    private final EventLoop loop = group.next();
+
+    @AfterEach
+    void stop() throws InterruptedException {
+        group.shutdownGracefully(0, 1, TimeUnit.SECONDS).await(5, TimeUnit.SECONDS);
+    }
+
+    /** Makes sure the loop's thread has started and is idle, waiting for work. */
+    private void idle() throws InterruptedException {
+        loop.submit(() -> {}).await(5, TimeUnit.SECONDS);
+    }
+
+    @Test
+    void theFirstSubmissionAsksTheOwnerForAFlushOnce() throws InterruptedException {
+        idle();
+        AtomicInteger asked = new AtomicInteger();
+        WakeupBatch batch = new WakeupBatch(asked::incrementAndGet);
+        batch.submit(loop, () -> {});
+        batch.submit(loop, () -> {});
+        assertEquals(1, asked.get());
+        batch.flush();
+        batch.submit(loop, () -> {});
+        assertEquals(2, asked.get());
+    }
+
+    @Test
+    void aFlushRunsEveryQueuedTask() throws InterruptedException {
+        idle();
+        CountDownLatch ran = new CountDownLatch(3);
+        WakeupBatch batch = new WakeupBatch(() -> {});
+        for (int i = 0; i < 3; i++) batch.submit(loop, ran::countDown);
+        batch.flush();
+        assertTrue(ran.await(5, TimeUnit.SECONDS));
+    }
+
+    @Test
+    void eightWaitingTasksAreFlushedWithoutWaitingForTheOwner() throws InterruptedException {
+        idle();
+        CountDownLatch ran = new CountDownLatch(8);
+        WakeupBatch batch = new WakeupBatch(() -> {});
+        for (int i = 0; i < 8; i++) batch.submit(loop, ran::countDown);
+        // No flush() from the owner: the eighth submission woke the loop.
+        assertTrue(ran.await(5, TimeUnit.SECONDS));
+    }
+}
