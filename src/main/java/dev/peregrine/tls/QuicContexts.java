@@ -1,7 +1,6 @@
 package dev.peregrine.tls;
 
 import dev.peregrine.acme.CertificateManager;
-import dev.peregrine.acme.CertifiedKey;
 import io.netty.incubator.codec.http3.Http3;
 import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicSslContext;
@@ -13,8 +12,6 @@ import org.jboss.logging.Logger;
 import java.security.PrivateKey;
 import java.security.cert.X509Certificate;
 import java.util.Locale;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 
 /**
@@ -32,18 +29,15 @@ import java.util.function.Function;
 final class QuicContexts implements Mapping<String, QuicSslContext> {
     private static final Logger LOG = Logger.getLogger("peregrine");
 
-    /** Null without --acme-domain. */
-    private final CertificateManager acme;
     private final RefusalLog refusals;
-    /** The context of each ACME name's current certificate. */
-    private final Map<String, Served> managed = new ConcurrentHashMap<>();
+    private final CertificateChoice<QuicSslContext> choice;
     /** The pairs' contexts by name, the first pair's as default; null without --tls-cert pairs. */
     private volatile Mapping<String, QuicSslContext> pairsByName;
     private final QuicSslContext bySni;
 
     QuicContexts(CertificateManager acme, RefusalLog refusals) {
-        this.acme = acme;
         this.refusals = refusals;
+        this.choice = new CertificateChoice<>(acme, certified -> context(certified.chain(), certified.key()));
         this.bySni = QuicSslContextBuilder.buildForServerWithSni(this);
     }
 
@@ -69,49 +63,14 @@ final class QuicContexts implements Mapping<String, QuicSslContext> {
         // Lower case as Netty's SniHandler gives names on TCP: the ACME names and the pairs' names are.
         String hostname = serverName == null ? null : serverName.toLowerCase(Locale.ROOT);
         try {
-            return choose(hostname);
+            return choice.choose(hostname, pairsByName);
+        } catch (NoCertificate refusal) {
+            // The server-name callback does not tell the client's address. Null refuses the handshake.
+            refusals.refused(String.valueOf(hostname), "QUIC handshake for " + hostname, refusal.getMessage());
+            return null;
         } catch (RuntimeException e) { // A failure here would end the handshake without a word.
             LOG.errorf(e, "QUIC handshake for %s: cannot choose a certificate", hostname);
             return null;
         }
     }
-
-    private QuicSslContext choose(String hostname) {
-        if (acme != null && hostname != null && acme.manages(hostname)) {
-            CertifiedKey certified = acme.certificate(hostname);
-            if (certified == null) return refuse(hostname, "no certificate for " + hostname + " yet, ACME is obtaining it");
-            return contextOf(hostname, certified);
-        }
-        Mapping<String, QuicSslContext> pairs = pairsByName;
-        if (pairs != null) return pairs.map(hostname);
-        if (acme != null) {
-            for (String name : acme.domains()) {
-                CertifiedKey certified = acme.certificate(name);
-                if (certified != null) return contextOf(name, certified);
-            }
-        }
-        return refuse(String.valueOf(hostname), hostname == null ? "the client sent no server name, and no certificate is ready"
-                : "no certificate for " + hostname);
-    }
-
-    /** The context of {@code certified}, made when it is first asked for: the certificate changed, or this is its first handshake. */
-    private QuicSslContext contextOf(String name, CertifiedKey certified) {
-        Served served = managed.get(name);
-        if (served != null && served.certified() == certified) return served.context();
-        try {
-            QuicSslContext context = context(certified.chain(), certified.key());
-            managed.put(name, new Served(certified, context));
-            return context;
-        } catch (RuntimeException e) {
-            return refuse(name, "the certificate of " + name + " cannot be used: " + e.getMessage());
-        }
-    }
-
-    private QuicSslContext refuse(String name, String reason) {
-        // The server-name callback does not tell the client's address.
-        refusals.refused(name, "QUIC handshake for " + name, reason);
-        return null;
-    }
-
-    private record Served(CertifiedKey certified, QuicSslContext context) {}
 }

@@ -49,9 +49,7 @@ import java.util.Collection;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 
 /**
@@ -86,8 +84,8 @@ public final class TlsContexts {
     /** Null without --acme-domain. */
     private final CertificateManager acme;
     /** The context of each ACME name's current certificate, and of each pending tls-alpn-01 certificate. */
-    private final Map<String, Served> managed = new ConcurrentHashMap<>();
-    private final Map<String, Served> validations = new ConcurrentHashMap<>();
+    private final CertificateChoice<SslContext> managed;
+    private final CertificateChoice<SslContext> validations;
     private final RefusalLog refusals = new RefusalLog();
     /** HTTP/3's certificates, or null without --http3. */
     private final QuicContexts quic;
@@ -99,6 +97,9 @@ public final class TlsContexts {
         this.alpn = alpn;
         this.http3 = http3;
         this.quic = http3 ? new QuicContexts(acme, refusals) : null;
+        this.managed = new CertificateChoice<>(acme, certified -> withCiphers(builder(certified.chain(), certified.key(), alpn)).build());
+        this.validations = new CertificateChoice<>(acme,
+                certified -> withCiphers(builder(certified.chain(), certified.key(), List.of(CertificateManager.ACME_TLS_PROTOCOL))).build());
         this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
     }
 
@@ -170,60 +171,11 @@ public final class TlsContexts {
 
     /** The context for a ClientHello naming {@code hostname} (null without SNI). */
     private SslContext choose(String hostname, boolean offersAcmeTls, Mapping<String, SslContext> pairsByName) throws NoCertificate {
-        if (acme != null && hostname != null && acme.manages(hostname)) {
-            if (offersAcmeTls) {
-                CertifiedKey validation = acme.challenge(hostname);
-                if (validation != null) return contextOf(validations, hostname, validation, List.of(CertificateManager.ACME_TLS_PROTOCOL));
-            }
-            CertifiedKey certified = acme.certificate(hostname);
-            if (certified == null) throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "no certificate for " + hostname + " yet, ACME is obtaining it");
-            return contextOf(managed, hostname, certified, alpn);
+        if (offersAcmeTls && acme != null && hostname != null && acme.manages(hostname)) {
+            CertifiedKey validation = acme.challenge(hostname);
+            if (validation != null) return validations.contextOf(hostname, validation);
         }
-        if (pairsByName != null) return pairsByName.map(hostname);
-        if (acme != null) {
-            for (String name : acme.domains()) {
-                CertifiedKey certified = acme.certificate(name);
-                if (certified != null) return contextOf(managed, name, certified, alpn);
-            }
-        }
-        throw new NoCertificate(NoCertificate.UNRECOGNIZED_NAME, hostname == null ? "the client sent no server name, and no certificate is ready"
-                : "no certificate for " + hostname);
-    }
-
-    /**
-     * The context of {@code certified}, made on the first handshake after it changed: on the I/O thread,
-     * once per certificate (a few milliseconds), so that every worker switches to a renewed certificate
-     * with its next handshake and no worker needs telling.
-     */
-    private SslContext contextOf(Map<String, Served> contexts, String name, CertifiedKey certified, List<String> protocols) throws NoCertificate {
-        Served served = contexts.get(name);
-        if (served != null && served.certified() == certified) return served.context();
-        try {
-            SslContext context = withCiphers(builder(certified.chain(), certified.key(), protocols)).build();
-            contexts.put(name, new Served(certified, context));
-            return context;
-        } catch (SSLException | IllegalArgumentException e) {
-            throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "the certificate of " + name + " cannot be used: " + e.getMessage());
-        }
-    }
-
-    private record Served(CertifiedKey certified, SslContext context) {}
-
-    /** Why no certificate answers a ClientHello, and the TLS alert (RFC 8446 6.2) that tells the client. */
-    private static final class NoCertificate extends Exception {
-        static final byte HANDSHAKE_FAILURE = 40;
-        static final byte UNRECOGNIZED_NAME = 112;
-        private final byte description;
-
-        NoCertificate(byte description, String message) {
-            super(message, null, false, false);
-            this.description = description;
-        }
-
-        /** A plaintext fatal alert record: no TLS engine exists yet to send one. */
-        byte[] alert() {
-            return new byte[] {21, 3, 3, 0, 2, 2, description};
-        }
+        return managed.choose(hostname, pairsByName);
     }
 
     /** Reads the certificate files again; on failure the contexts in use stay, and the reason is logged. */

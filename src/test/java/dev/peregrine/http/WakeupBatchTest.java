@@ -30,6 +30,14 @@ class WakeupBatchTest {
         loop.submit(() -> {}).await(5, TimeUnit.SECONDS);
     }
 
+    /** Submits {@code count} tasks to the idle loop through {@code batch}; the latch counts those that ran. */
+    private CountDownLatch submitted(WakeupBatch batch, int count) throws InterruptedException {
+        idle();
+        CountDownLatch ran = new CountDownLatch(count);
+        for (int i = 0; i < count; i++) batch.submit(loop, ran::countDown);
+        return ran;
+    }
+
     @Test
     void theFirstSubmissionAsksTheOwnerForAFlushOnce() throws InterruptedException {
         idle();
@@ -45,20 +53,15 @@ class WakeupBatchTest {
 
     @Test
     void aFlushRunsEveryQueuedTask() throws InterruptedException {
-        idle();
-        CountDownLatch ran = new CountDownLatch(3);
         WakeupBatch batch = new WakeupBatch(() -> {});
-        for (int i = 0; i < 3; i++) batch.submit(loop, ran::countDown);
+        CountDownLatch ran = submitted(batch, 3);
         batch.flush();
         assertTrue(ran.await(5, TimeUnit.SECONDS));
     }
 
     @Test
     void eightWaitingTasksAreFlushedWithoutWaitingForTheOwner() throws InterruptedException {
-        idle();
-        CountDownLatch ran = new CountDownLatch(8);
-        WakeupBatch batch = new WakeupBatch(() -> {});
-        for (int i = 0; i < 8; i++) batch.submit(loop, ran::countDown);
+        CountDownLatch ran = submitted(new WakeupBatch(() -> {}), 8);
         // No flush() from the owner: the eighth submission woke the loop.
         assertTrue(ran.await(5, TimeUnit.SECONDS));
     }
