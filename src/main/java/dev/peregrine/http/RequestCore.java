@@ -50,6 +50,28 @@ public final class RequestCore {
         return upgrades.check(head, client);
     }
 
+    /** The client and scheme a WebSocket handshake is served as: the connection's, or what a trusted proxy said of them. */
+    public ForwardedHeaders.Origin upgradeOrigin(HttpRequestHead head, InetSocketAddress peer, boolean peerIsTrustedProxy) {
+        InetSocketAddress client = peer;
+        String scheme = settings.scheme();
+        if (peerIsTrustedProxy) {
+            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
+            if (origin != null && origin.client() != null) client = origin.client();
+            if (origin != null && origin.scheme() != null) scheme = origin.scheme();
+        }
+        return new ForwardedHeaders.Origin(client, scheme);
+    }
+
+    /**
+     * Records the HTTP answer to a WebSocket handshake (the switch to WebSocket, or a denial), which no
+     * exchange records: in the metrics and the access log. {@code bytes}: what was written.
+     */
+    public void upgradeAnswered(HttpRequestHead head, int protocol, String httpVersion, InetSocketAddress client, int status,
+                                long bytes, long startNanos) {
+        connections.metrics().requestFinished(head.method(), protocol, status, startNanos, 0, bytes);
+        if (settings.accessLog() != null) settings.accessLog().log(head, httpVersion, client, status, bytes, startNanos);
+    }
+
     /**
      * Settles what the options change about the request, counts it as in flight, and hands it to the
      * edge chain; on the connection's I/O thread. {@code peerIsTrustedProxy}: decided once per

@@ -213,20 +213,14 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Hands a WebSocket handshake to the application; the connection stays here until it accepts or denies. */
     private void upgrade(RequestHead head) {
         state = State.UPGRADING;
-        InetSocketAddress client = peer;
-        String scheme = settings.scheme();
-        if (peerIsTrustedProxy) {
-            ForwardedHeaders.Origin origin = ForwardedHeaders.resolve(head, settings.trustedProxies());
-            if (origin != null && origin.client() != null) client = origin.client();
-            if (origin != null && origin.scheme() != null) scheme = origin.scheme();
-        }
-        Refusal refusal = core.checkUpgrade(head, client);
+        ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
+        Refusal refusal = core.checkUpgrade(head, origin.client());
         if (refusal != null) {
             refuse(refusal, head);
             return;
         }
-        upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, client, headStarted), ctx, head,
-                head.http11() ? "1.1" : "1.0", scheme, client, settings.webSocket(), core.connections());
+        upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, origin.client(), headStarted), ctx.channel(), head,
+                head.http11() ? "1.1" : "1.0", origin.scheme(), origin.client(), settings.webSocket(), core.connections());
         upgrading.begin(webSockets);
     }
 

@@ -29,10 +29,7 @@ final class Http1Upgrade implements HttpUpgrade {
     }
 
     private void answered(int status, int bytes) {
-        connection.core().metrics().requestFinished(head.method(), Http1Connection.protocol(head), status, startNanos, 0, bytes);
-        if (connection.settings().accessLog() != null) {
-            connection.settings().accessLog().log(head, head.http11() ? "1.1" : "1.0", client, status, bytes, startNanos);
-        }
+        connection.core().upgradeAnswered(head, Http1Connection.protocol(head), head.http11() ? "1.1" : "1.0", client, status, bytes, startNanos);
     }
 
     @Override

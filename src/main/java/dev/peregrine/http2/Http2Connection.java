@@ -13,6 +13,9 @@ import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.http.Connections;
+import dev.peregrine.http.ForwardedHeaders;
+import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelDuplexHandler;
@@ -29,9 +32,11 @@ import io.netty.handler.codec.http2.Http2FrameCodec;
 import io.netty.handler.codec.http2.Http2FrameStream;
 import io.netty.handler.codec.http2.Http2FrameStreamEvent;
 import io.netty.handler.codec.http2.Http2FrameStreamException;
+import io.netty.handler.codec.http2.Http2Headers;
 import io.netty.handler.codec.http2.Http2HeadersFrame;
 import io.netty.handler.codec.http2.Http2ResetFrame;
 import io.netty.handler.codec.http2.Http2Stream;
+import io.netty.util.AsciiString;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -51,6 +56,9 @@ import java.util.concurrent.TimeUnit;
  * stream's, so that such a stream never stalls the others. Responses go out as the client's windows
  * allow; above a small amount queued, the application is told to wait ({@link HttpExchange#writable}).
  * The connection reads all the time, except while the client does not read what is written to it.
+ *
+ * <p>An extended CONNECT with {@code :protocol websocket} (RFC 8441) is a WebSocket: its stream gets a
+ * channel of its own ({@link WebSocketStreamChannel}) that the WebSocket side runs on, as over HTTP/1.1.
  */
 final class Http2Connection extends ChannelDuplexHandler {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
@@ -59,6 +67,10 @@ final class Http2Connection extends ChannelDuplexHandler {
     private final HttpSettings settings;
     private final Connections connections;
     private final IntObjectHashMap<Exchange> streams = new IntObjectHashMap<>();
+    /** Where WebSocket handshakes go; null when they are refused (WSGI, --no-websockets). */
+    private final WebSocketApplication webSockets;
+    /** The streams that carry a WebSocket; made with the first. */
+    private IntObjectHashMap<WebSocketStreamChannel> webSocketStreams;
     private final int spareBytes;
     private final int spareHeaders;
     private final TlsResponseHeaders tlsHeaders;
@@ -71,9 +83,10 @@ final class Http2Connection extends ChannelDuplexHandler {
     private ScheduledFuture<?> timer;
     private boolean closed;
 
-    Http2Connection(RequestCore core) {
+    Http2Connection(RequestCore core, WebSocketApplication webSockets) {
         this.core = core;
         this.settings = core.settings();
+        this.webSockets = settings.webSocket() == null ? null : webSockets;
         this.connections = core.connections();
         this.spareBytes = core.spareBytes();
         this.spareHeaders = core.spareHeaders();
@@ -106,6 +119,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         } else if (msg instanceof Http2ResetFrame reset) {
             Exchange exchange = streams.remove(reset.stream().id());
             if (exchange != null) exchange.cut();
+            else if (webSocketStream(reset.stream().id()) instanceof WebSocketStreamChannel webSocket) webSocket.onStreamGone();
         } else {
             ReferenceCountUtil.release(msg); // SETTINGS, PING, GOAWAY, WINDOW_UPDATE...: the codec acted on them
         }
@@ -120,17 +134,27 @@ final class Http2Connection extends ChannelDuplexHandler {
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
         // A client that does not read its responses gets no more requests read either.
         ctx.channel().config().setAutoRead(ctx.channel().isWritable());
+        if (webSocketStreams != null) {
+            for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onWritabilityChanged();
+        }
         ctx.fireChannelWritabilityChanged();
     }
 
     @Override
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-        if (evt instanceof Http2FrameStreamEvent event && event.type() == Http2FrameStreamEvent.Type.Writability) {
-            Exchange exchange = streams.get(event.stream().id());
-            if (exchange != null) exchange.windowChanged();
+        if (evt instanceof Http2FrameStreamEvent event) {
+            if (event.type() == Http2FrameStreamEvent.Type.Writability) {
+                Exchange exchange = streams.get(event.stream().id());
+                if (exchange != null) exchange.windowChanged();
+                else if (webSocketStream(event.stream().id()) instanceof WebSocketStreamChannel webSocket) webSocket.onWritabilityChanged();
+            }
             return;
         }
         if (evt == Connections.DrainEvent.INSTANCE) {
+            // WebSockets send their close (1001) and end their streams once the client answers.
+            if (webSocketStreams != null) {
+                for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onEvent(evt);
+            }
             // The codec sends GOAWAY, lets the open streams finish (up to --graceful-timeout), then closes.
             ctx.close();
             return;
@@ -166,6 +190,9 @@ final class Http2Connection extends ChannelDuplexHandler {
         List<Exchange> open = new ArrayList<>(streams.values());
         streams.clear();
         for (Exchange exchange : open) exchange.cut();
+        if (webSocketStreams != null) {
+            for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onStreamGone();
+        }
         ctx.fireChannelInactive();
     }
 
@@ -174,6 +201,10 @@ final class Http2Connection extends ChannelDuplexHandler {
         Exchange existing = streams.get(stream.id());
         if (existing != null) {
             existing.onTrailers(frame.isEndStream()); // trailers: the application is not shown them
+            return;
+        }
+        if (webSocketStreams != null && webSocketStreams.get(stream.id()) instanceof WebSocketStreamChannel webSocket) {
+            if (frame.isEndStream()) webSocket.onRemoteEnd();
             return;
         }
         RequestHead head;
@@ -189,6 +220,10 @@ final class Http2Connection extends ChannelDuplexHandler {
             refuse(stream, head, refusal, System.nanoTime());
             return;
         }
+        if (head.method().equals("CONNECT")) {
+            onExtendedConnect(stream, head, frame.headers().get(Http2Headers.PseudoHeaderName.PROTOCOL.value()), frame.isEndStream());
+            return;
+        }
         Exchange exchange = new Exchange(stream, head, frame.isEndStream());
         streams.put(stream.id(), exchange);
         exchange.windowChanged(); // a client may open with a window of 0
@@ -197,6 +232,10 @@ final class Http2Connection extends ChannelDuplexHandler {
 
     private void onData(Http2DataFrame frame) {
         Exchange exchange = streams.get(frame.stream().id());
+        if (exchange == null && webSocketStream(frame.stream().id()) instanceof WebSocketStreamChannel webSocket) {
+            webSocket.onData(frame);
+            return;
+        }
         if (exchange == null) {
             // A stream already answered or reset: its bytes go back to the windows at once.
             consume(frame.stream(), frame.initialFlowControlledBytes());
@@ -206,8 +245,59 @@ final class Http2Connection extends ChannelDuplexHandler {
         exchange.onData(frame);
     }
 
+    /**
+     * A CONNECT that names a protocol (RFC 8441): a WebSocket handshake, handed to the application as one
+     * over HTTP/1.1 is. A CONNECT with :path and :scheme but no :protocol is malformed (RFC 9113 8.5).
+     */
+    private void onExtendedConnect(Http2FrameStream stream, RequestHead head, CharSequence protocol, boolean endStream) {
+        long started = System.nanoTime();
+        if (protocol == null) {
+            LOG.debugf("HTTP/2 stream %d from %s malformed: CONNECT with :path and no :protocol", stream.id(), peer);
+            ctx.write(new DefaultHttp2ResetFrame(Http2Error.PROTOCOL_ERROR).stream(stream));
+            return;
+        }
+        if (!AsciiString.contentEqualsIgnoreCase(protocol, "websocket")) {
+            refuse(stream, head, Refusal.of(501, "the " + protocol + " protocol is not served over HTTP/2"), started);
+            return;
+        }
+        if (webSockets == null) {
+            refuse(stream, head, Refusal.of(501, "WebSocket is not supported"), started);
+            return;
+        }
+        if (endStream) {
+            refuse(stream, head, Refusal.of(400, "a WebSocket's CONNECT cannot end its stream"), started);
+            return;
+        }
+        ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
+        Refusal refusal = core.checkUpgrade(head, origin.client());
+        if (refusal != null) {
+            refuse(stream, head, refusal, started);
+            return;
+        }
+        WebSocketStreamChannel channel = new WebSocketStreamChannel(ctx, stream, codec, this);
+        ctx.channel().eventLoop().register(channel); // on this loop already: registered before it returns
+        if (webSocketStreams == null) webSocketStreams = new IntObjectHashMap<>(4);
+        webSocketStreams.put(stream.id(), channel);
+        WebSocketConnection webSocket = new WebSocketConnection(
+                new Http2WebSocketUpgrade(this, ctx, stream, channel, core, head, origin.client(), started),
+                channel, head, "2", origin.scheme(), origin.client(), settings.webSocket(), connections);
+        // Before the accept the WebSocket side is not in the stream's pipeline: it hears of a reset from here.
+        // Deferred, so that a close code being handled when the channel closes reaches the application first.
+        channel.closeFuture().addListener(closed -> ctx.executor().execute(webSocket::httpClosed));
+        webSocket.begin(webSockets);
+    }
+
+    private WebSocketStreamChannel webSocketStream(int streamId) {
+        return webSocketStreams == null ? null : webSocketStreams.get(streamId);
+    }
+
+    /** A WebSocket's stream channel closed: it leaves the connection's care. */
+    void webSocketClosed(WebSocketStreamChannel channel) {
+        if (webSocketStreams != null) webSocketStreams.remove(channel.streamId());
+    }
+
     /** Returns {@code bytes} of a stream's DATA to the client's windows (a WINDOW_UPDATE when enough has been consumed). */
-    private void consume(Http2FrameStream stream, int bytes) {
+    void consume(Http2FrameStream stream, int bytes) {
         if (bytes > 0 && codec.connection().stream(stream.id()) != null) {
             ctx.write(new DefaultHttp2WindowUpdateFrame(bytes).stream(stream));
         }
@@ -227,7 +317,7 @@ final class Http2Connection extends ChannelDuplexHandler {
      * (RST_STREAM NO_ERROR, RFC 9113 8.1). Only once the response's last frame is written: DATA waits in
      * the flow controller, and a reset ahead of it would make the client drop the response.
      */
-    private void stopBody(Http2FrameStream stream, ChannelFuture lastFrame) {
+    void stopBody(Http2FrameStream stream, ChannelFuture lastFrame) {
         lastFrame.addListener(written -> {
             Http2Stream state = codec.connection().stream(stream.id());
             if (written.isSuccess() && state != null && state.state() != Http2Stream.State.CLOSED) {
@@ -246,7 +336,8 @@ final class Http2Connection extends ChannelDuplexHandler {
     private void checkTimeouts() {
         if (closed) return;
         long now = System.nanoTime();
-        if (settings.keepAliveMillis() > 0 && streams.isEmpty() && now - lastActivity >= TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis())) {
+        boolean idle = streams.isEmpty() && (webSocketStreams == null || webSocketStreams.isEmpty());
+        if (settings.keepAliveMillis() > 0 && idle && now - lastActivity >= TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis())) {
             ctx.close();
             return;
         }

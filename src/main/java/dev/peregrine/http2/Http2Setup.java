@@ -2,6 +2,7 @@ package dev.peregrine.http2;
 
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
+import dev.peregrine.websocket.WebSocketApplication;
 import io.netty.channel.ChannelPipeline;
 import io.netty.handler.codec.http2.Http2FrameCodec;
 import io.netty.handler.codec.http2.Http2FrameCodecBuilder;
@@ -27,15 +28,19 @@ public final class Http2Setup {
 
     private Http2Setup() {}
 
-    public static void configure(ChannelPipeline pipeline, RequestCore core) {
-        pipeline.addLast(codec(core.settings()), new Http2Connection(core));
+    /** @param webSockets where WebSocket handshakes (RFC 8441) go; null when they are refused */
+    public static void configure(ChannelPipeline pipeline, RequestCore core, WebSocketApplication webSockets) {
+        boolean servesWebSockets = webSockets != null && core.settings().webSocket() != null;
+        pipeline.addLast(codec(core.settings(), servesWebSockets), new Http2Connection(core, webSockets));
     }
 
-    static Http2FrameCodec codec(HttpSettings settings) {
+    static Http2FrameCodec codec(HttpSettings settings, boolean servesWebSockets) {
         Http2Settings initial = Http2Settings.defaultSettings()
                 .maxConcurrentStreams(MAX_CONCURRENT_STREAMS)
                 .initialWindowSize(STREAM_WINDOW)
                 .maxHeaderListSize(settings.maxHeadSize());
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL tells clients they may open WebSockets on this connection.
+        if (servesWebSockets) initial.connectProtocolEnabled(true);
         StreamStateRules rules = new StreamStateRules();
         Http2FrameCodec codec = Http2FrameCodecBuilder.forServer()
                 .initialSettings(initial)

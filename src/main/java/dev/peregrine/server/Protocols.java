@@ -14,7 +14,7 @@ public final class Protocols {
     private final boolean http2;
     private final boolean http2Only;
 
-    /** @param webSockets where HTTP/1.1 upgrades go; null when they are refused */
+    /** @param webSockets where WebSocket handshakes go (HTTP/1.1 upgrades, HTTP/2 extended CONNECTs); null when they are refused */
     public Protocols(RequestCore core, WebSocketApplication webSockets, boolean http2, boolean http2Only) {
         this.core = core;
         this.webSockets = webSockets;
@@ -31,6 +31,6 @@ public final class Protocols {
     }
 
     void http2(ChannelPipeline pipeline) {
-        Http2Setup.configure(pipeline, core);
+        Http2Setup.configure(pipeline, core, webSockets);
     }
 }

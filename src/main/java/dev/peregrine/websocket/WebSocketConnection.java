@@ -8,6 +8,7 @@ import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.http.Connections;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -36,11 +37,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * One WebSocket connection, from the upgrade request to the close. Before the application accepts,
- * the HTTP/1.1 handler still owns the channel; on accept the 101 is written and Netty's frame codec,
- * permessage-deflate (when agreed), UTF-8 validation and reassembly take its place, with this object
- * last in the pipeline. Frames are decoded, checked and reassembled on the I/O thread: the application
- * adapter only ever sees whole messages.
+ * One WebSocket connection, from the upgrade request to the close. Over HTTP/1.1, before the
+ * application accepts, the HTTP/1.1 handler still owns the channel; on accept the 101 is written and
+ * the handler leaves. Over HTTP/2 (RFC 8441) the channel is the CONNECT stream's own, and the accept is
+ * a 200. Either way, the accept adds Netty's frame codec, permessage-deflate (when agreed), UTF-8
+ * validation and reassembly to the pipeline, with this object last. Frames are decoded, checked and
+ * reassembled on the I/O thread: the application adapter only ever sees whole messages.
  *
  * <p>The methods the application adapter calls ({@link #accept}, {@link #send}, ...) may run on any
  * thread; they hand the work to the I/O thread. Everything else runs there.
@@ -51,8 +53,11 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     private static final int NO_STATUS = 1005, ABNORMAL = 1006;
 
     private final HttpUpgrade http;
-    private final ChannelHandlerContext httpContext;
+    /** The TCP connection over HTTP/1.1; over HTTP/2 a channel of the one stream that carries the WebSocket. */
+    private final Channel channel;
     private final HttpRequestHead head;
+    /** RFC 8441's handshake (HTTP/2): CONNECT with {@code :protocol websocket}, answered 200, no key. */
+    private final boolean extendedConnect;
     private final String httpVersion;
     private final String scheme;
     private final InetSocketAddress client;
@@ -75,18 +80,20 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     private ScheduledFuture<?> pingTimer;
     private ScheduledFuture<?> pongDeadline;
 
-    public WebSocketConnection(HttpUpgrade http, ChannelHandlerContext httpContext, HttpRequestHead head, String httpVersion,
+    /** {@code channel}: registered on its event loop, with the HTTP side's handler, if any, still in its pipeline. */
+    public WebSocketConnection(HttpUpgrade http, Channel channel, HttpRequestHead head, String httpVersion,
                                String scheme, InetSocketAddress client, WebSocketSettings settings, Connections connections) {
         this.http = http;
-        this.httpContext = httpContext;
+        this.channel = channel;
         this.head = head;
+        this.extendedConnect = head.method().equals("CONNECT");
         this.httpVersion = httpVersion;
         this.scheme = "https".equals(scheme) ? "wss" : "ws";
         this.client = client;
         this.settings = settings;
         this.connections = connections;
         this.subprotocols = WebSocketHandshake.subprotocols(head);
-        this.out = new WriteQueue(httpContext.executor());
+        this.out = new WriteQueue(channel.eventLoop());
     }
 
     /**
@@ -102,7 +109,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
             http.respond(refusal, text("Upgrade Required: this server speaks WebSocket version 13\n"));
             return;
         }
-        if (!WebSocketHandshake.validKey(WebSocketHandshake.header(head, "sec-websocket-key")) || !head.method().equals("GET")) {
+        if (!extendedConnect && (!WebSocketHandshake.validKey(WebSocketHandshake.header(head, "sec-websocket-key")) || !head.method().equals("GET"))) {
             answered = true;
             http.respond(plain(400), text("Bad Request: invalid WebSocket handshake\n"));
             return;
@@ -120,7 +127,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     public String scheme() { return scheme; }
     public InetSocketAddress remoteAddress() { return client; }
     public InetSocketAddress localAddress() {
-        return httpContext.channel().localAddress() instanceof InetSocketAddress inet ? inet : null;
+        return channel.localAddress() instanceof InetSocketAddress inet ? inet : null;
     }
     public List<String> subprotocols() { return subprotocols; }
     /** True once the connection is gone. Any thread. */
@@ -182,7 +189,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
         out.run(() -> {
             if (gone) return;
             if (!open) {
-                httpContext.close();
+                channel.close();
                 return;
             }
             sendClose(code, "", true);
@@ -193,17 +200,17 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     public void consumed(int bytes) {
         unconsumedMessages.decrementAndGet();
         unconsumedBytes.addAndGet(-bytes);
-        if (readPaused && roomInQueue()) httpContext.executor().execute(this::resumeReading);
+        if (readPaused && roomInQueue()) channel.eventLoop().execute(this::resumeReading);
     }
 
     /** False while outgoing data is over its high-water mark. Any thread. */
     public boolean writable() {
-        return out.fewQueued() && httpContext.channel().isWritable();
+        return out.fewQueued() && channel.isWritable();
     }
 
     /** Runs {@code task} on the I/O thread once the connection is writable again (or gone). Any thread. */
     public void whenWritable(Runnable task) {
-        out.whenWritable(task, () -> gone || httpContext.channel().isWritable());
+        out.whenWritable(task, () -> gone || channel.isWritable());
     }
 
     // ---- called by the HTTP/1.1 handler before the switch ----
@@ -218,16 +225,21 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     private void acceptOnLoop(String subprotocol, ResponseHead extraHeaders) {
         if (gone || answered) return;
         answered = true;
-        ResponseHead response = new ResponseHead(101);
-        response.add("upgrade", "websocket");
-        response.add("connection", "Upgrade");
-        response.add("sec-websocket-accept", WebSocketHandshake.acceptKey(WebSocketHandshake.header(head, "sec-websocket-key")));
+        ResponseHead response;
+        if (extendedConnect) {
+            response = new ResponseHead(200);
+        } else {
+            response = new ResponseHead(101);
+            response.add("upgrade", "websocket");
+            response.add("connection", "Upgrade");
+            response.add("sec-websocket-accept", WebSocketHandshake.acceptKey(WebSocketHandshake.header(head, "sec-websocket-key")));
+        }
         if (subprotocol != null) response.add("sec-websocket-protocol", subprotocol);
         WebSocketServerExtension deflate = settings.compress() ? WebSocketHandshake.negotiateDeflate(head, settings.maxMessage()) : null;
         if (deflate != null) response.add("sec-websocket-extensions", WebSocketHandshake.extensionHeader(deflate));
         if (extraHeaders != null) response.addAll(extraHeaders);
 
-        ChannelPipeline pipeline = httpContext.pipeline();
+        ChannelPipeline pipeline = channel.pipeline();
         addFrameCodec(pipeline, settings.maxMessage(), deflate);
         pipeline.addLast("ws", this);
         ByteBuf early = http.switchProtocols(response);

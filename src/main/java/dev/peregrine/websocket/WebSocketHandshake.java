@@ -12,6 +12,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -85,10 +86,22 @@ final class WebSocketHandshake {
             return null;
         }
         for (WebSocketExtensionData offer : offers) {
-            WebSocketServerExtension extension = handshaker.handshakeExtension(offer);
+            WebSocketServerExtension extension = handshaker.handshakeExtension(fullServerWindowDropped(offer));
             if (extension != null) return extension;
         }
         return null;
+    }
+
+    /**
+     * The offer without a {@code server_max_window_bits=15}: that asks for the window the server uses
+     * anyway (wsproto offers it by default), but Netty's handshaker, told not to accept smaller server
+     * windows, declines every offer that names one.
+     */
+    private static WebSocketExtensionData fullServerWindowDropped(WebSocketExtensionData offer) {
+        if (!"15".equals(offer.parameters().get("server_max_window_bits"))) return offer;
+        Map<String, String> parameters = new LinkedHashMap<>(offer.parameters());
+        parameters.remove("server_max_window_bits");
+        return new WebSocketExtensionData(offer.name(), parameters);
     }
 
     /** The Sec-WebSocket-Extensions response value for an agreed extension. */

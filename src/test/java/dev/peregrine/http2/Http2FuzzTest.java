@@ -7,13 +7,23 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
+import dev.peregrine.testing.EchoingWebSockets;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.http2.DefaultHttp2FrameWriter;
+import io.netty.handler.codec.http2.DefaultHttp2Headers;
+import io.netty.handler.codec.http2.Http2Headers;
+import io.netty.handler.codec.http2.Http2Settings;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.http2.Http2CodecUtil;
 import io.netty.util.ReferenceCountUtil;
 
+
+import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -21,9 +31,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Fuzzes what an HTTP/2 client talks to: the server's setup of Netty's frame codec (its limits and
  * abuse checks) and {@link Http2Connection}, behind a valid preface, with an application that reads
- * every body and answers every request. Whatever the frames, nothing may throw out of the pipeline, the
- * server's output must be a sequence of whole frames, and every request the application saw must end
- * (answered, reset or cut by the connection's close): no stream may be left hanging.
+ * every body and answers every request, and WebSockets (RFC 8441) that echo. Whatever the frames, nothing
+ * may throw out of the pipeline, the server's output must be a sequence of whole frames, and every
+ * request and WebSocket the application saw must end (answered, reset or cut by the connection's
+ * close): no stream may be left hanging.
  */
 class Http2FuzzTest {
     private static final HttpSettings SETTINGS = AnsweringApplication.settings("app:app", "--max-body", "4096", "--max-header-size", "2048", "--graceful-timeout", "0");
@@ -32,13 +43,20 @@ class Http2FuzzTest {
     @FuzzTest(maxDuration = "30s")
     void frames(FuzzedDataProvider data) {
         int pieces = data.consumeInt(1, 8);
+        boolean webSocket = data.consumeBoolean();
         byte[] input = data.consumeRemainingAsBytes();
         Connections connections = new Connections(100, RequestMetrics.OFF);
         EmbeddedChannel channel = new EmbeddedChannel();
-        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()));
+        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
         try {
             ByteBuf preface = Http2CodecUtil.connectionPrefaceBuf();
             channel.writeInbound(preface);
+            // Random bytes almost never spell a valid extended CONNECT: half the inputs open a WebSocket on
+            // stream 1 first, so that what follows (DATA, resets, window updates...) reaches its stream channel.
+            if (webSocket) {
+                channel.writeInbound(webSocketConnect());
+                channel.runPendingTasks();
+            }
             for (byte[] piece : FuzzPieces.split(input, pieces)) {
                 if (!channel.isActive()) break;
                 channel.writeInbound(Unpooled.wrappedBuffer(piece));
@@ -50,6 +68,52 @@ class Http2FuzzTest {
             channel.finishAndReleaseAll();
         }
         assertEquals(0, connections.inFlight(), "a stream was left in flight after the connection closed");
+    }
+
+    /** The opening the fuzzer builds on reaches the WebSocket: its text frame comes back, after a 200. */
+    @Test
+    void theWebSocketOpeningIsServedAndEchoes() {
+        Connections connections = new Connections(100, RequestMetrics.OFF);
+        EmbeddedChannel channel = new EmbeddedChannel();
+        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
+        try {
+            channel.writeInbound(Http2CodecUtil.connectionPrefaceBuf());
+            channel.writeInbound(webSocketConnect());
+            channel.runPendingTasks();
+            assertEquals(1, connections.inFlight(), "the WebSocket is in flight");
+            ByteBuf out = Unpooled.buffer();
+            for (Object msg; (msg = channel.readOutbound()) != null; ) {
+                out.writeBytes((ByteBuf) msg);
+                ((ByteBuf) msg).release();
+            }
+            byte[] echo = {(byte) 0x81, 2, 'h', 'i'};
+            assertTrue(ByteBufUtil.indexOf(Unpooled.wrappedBuffer(echo), out) >= 0, "the echo of the text frame");
+            out.release();
+        } finally {
+            channel.finishAndReleaseAll();
+        }
+        assertEquals(0, connections.inFlight(), "the WebSocket ended with the connection");
+    }
+
+    /** A client SETTINGS frame, then HEADERS on stream 1: CONNECT with :protocol websocket, and a masked text frame. */
+    private static ByteBuf webSocketConnect() {
+        EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
+        ChannelHandlerContext ctx = sink.pipeline().firstContext();
+        DefaultHttp2FrameWriter writer = new DefaultHttp2FrameWriter();
+        Http2Headers headers = new DefaultHttp2Headers().method("CONNECT").scheme("http").path("/ws").authority("fuzz")
+                .add(Http2Headers.PseudoHeaderName.PROTOCOL.value(), "websocket").add("sec-websocket-version", "13");
+        writer.writeSettings(ctx, new Http2Settings(), ctx.newPromise());
+        writer.writeHeaders(ctx, 1, headers, 0, false, ctx.newPromise());
+        byte[] text = {(byte) 0x81, (byte) 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}; // "hi", masked
+        writer.writeData(ctx, 1, Unpooled.wrappedBuffer(text), 0, false, ctx.newPromise());
+        ctx.flush();
+        ByteBuf out = Unpooled.buffer();
+        for (Object msg; (msg = sink.readOutbound()) != null; ) {
+            out.writeBytes((ByteBuf) msg);
+            ((ByteBuf) msg).release();
+        }
+        sink.finishAndReleaseAll();
+        return out;
     }
 
     /** The server's bytes parse as frames: a 9-byte header and exactly its length of payload, to the end. */

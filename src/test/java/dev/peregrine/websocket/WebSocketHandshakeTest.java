@@ -86,4 +86,12 @@ class WebSocketHandshakeTest {
         assertNull(WebSocketHandshake.negotiateDeflate(Head.of("sec-websocket-extensions", "x-webkit-deflate-frame"), 1 << 20));
         assertNull(WebSocketHandshake.negotiateDeflate(Head.of("host", "x"), 1 << 20));
     }
+
+    @Test
+    void deflateOfferAskingForTheFullServerWindowIsAgreed() {
+        WebSocketServerExtension full = WebSocketHandshake.negotiateDeflate(
+                Head.of("sec-websocket-extensions", "permessage-deflate; client_max_window_bits=15; server_max_window_bits=15"), 1 << 20);
+        assertNotNull(full);
+        assertEquals("permessage-deflate", WebSocketHandshake.extensionHeader(full)); // both windows the full 15 bits: nothing to say
+    }
 }
