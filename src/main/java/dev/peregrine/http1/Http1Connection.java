@@ -220,12 +220,14 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             if (origin != null && origin.client() != null) client = origin.client();
             if (origin != null && origin.scheme() != null) scheme = origin.scheme();
         }
+        Http1Upgrade http = new Http1Upgrade(this, ctx, head, client, headStarted);
         Refusal refusal = core.checkUpgrade(head, client);
         if (refusal != null) {
-            refuse(refusal, head);
+            // Answered as a handshake the application denied: counted, and in the access log with its client.
+            http.respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
             return;
         }
-        upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, client, headStarted), ctx, head,
+        upgrading = new WebSocketConnection(http, ctx, head,
                 head.http11() ? "1.1" : "1.0", scheme, client, settings.webSocket(), core.connections());
         upgrading.begin(webSockets);
     }
