@@ -183,7 +183,7 @@ public final class ResponseCache implements EdgeStage {
      * {@code entry}'s variant in the request's coding, compressed now by the compression stage and stored
      * beside it with the same freshness and age, so that the next hit in that coding is sent as it is;
      * null when compression leaves this response alone (then the stage, seeing the identity hit go by,
-     * leaves it alone too). A Java thread's work, the I/O thread's, like all of --compress.
+     * leaves it alone too). On the I/O thread, like all of --compress: the Python thread never compresses.
      */
     private CacheEntry codedVariant(CacheRequest request, CacheStore.Slot identity, CacheEntry entry) {
         Compression.Coded coded = compression.encode(entry.head(entry.status, null), entry.record, entry.bodyStart(),
