@@ -290,7 +290,7 @@ def test_metrics_count_hits_misses_stores_and_bytes(cache):
     assert 0 < cache.metric("peregrine_cache_held_bytes") <= 8 * 1024 * 1024
 
 
-def test_with_compress_a_hit_is_compressed_per_client_from_the_uncompressed_entry(start_server, tmp_path):
+def test_with_compress_br_gzip_and_identity_hits_come_from_one_application_call(start_server, tmp_path):
     both = launch(start_server, tmp_path, "--cache-size", "4", "--compress")
     size = 4000
     target = unique("cc=max-age%%3D60&size=%d" % size)
