@@ -1,21 +1,28 @@
 """bench/cache: Peregrine's response cache on a FastAPI route, against the route uncached and against nginx's
-proxy_cache in front of uvicorn.
+proxy_cache in front of uvicorn; and the rate limit's 429 answers.
 
 Servers, one worker each, all running at once on ports of their own:
 
 - peregrine   --cache-size 64, the FastAPI app of bench/apps/cache_app.py: /cached/item says max-age=300 and is
               answered from the cache, /uncached/item says no-store and goes to the application every time;
+- peregrine-br     the same with --compress --compress-min-size 0 (the JSON body is under the default 1 KiB),
+              so that a client taking br is answered from the cache's stored br variant;
+- peregrine-limited  --rate-limit 1/h --rate-limit-burst 1: readiness spends the budget, every request of
+              the load is then a 429 from the I/O thread;
 - nginx       Debian's package, worker_processes 1, proxy_cache (keys_zone 10m, max_size 64m) in front of
 - uvicorn     the same app (httptools, uvloop, one worker), which nginx calls once per cached entry.
 
 Loads: peregrine-hit (/cached/item), peregrine-uncached (/uncached/item), nginx-hit (/cached/item through
-proxy_cache). Each runs once for warm-up (discarded, which also fills the caches), then the loads take turns
-round by round; the figures are medians over the rounds. Targets (issue 17): hits at least 5x the uncached
-rate, and at least 1.0x nginx plus uvicorn on hits.
+proxy_cache), peregrine-br-hit (/cached/item with Accept-Encoding: br), peregrine-429 (/uncached/item, all
+refused). Each runs once for warm-up (discarded, which also fills the caches), then the loads take turns
+round by round; the figures are medians over the rounds. For Peregrine the Python thread's CPU over each
+load is read from /proc/PID/task/*/stat (the thread named "python"): on hits and 429s it should stay idle.
+Targets (issue 17): hits at least 5x the uncached rate, and at least 1.0x nginx plus uvicorn on hits.
 """
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import shutil
 import subprocess
@@ -27,8 +34,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as c  # noqa: E402
 
-LOADS = {"peregrine-hit": ("peregrine", "/cached/item"), "peregrine-uncached": ("peregrine", "/uncached/item"),
-         "nginx-hit": ("nginx", "/cached/item")}
+# load: (server, path, request headers, what a good answer is)
+LOADS = {"peregrine-hit": ("peregrine", "/cached/item", (), 200),
+         "peregrine-uncached": ("peregrine", "/uncached/item", (), 200),
+         "nginx-hit": ("nginx", "/cached/item", (), 200),
+         "peregrine-br-hit": ("peregrine-br", "/cached/item", ("Accept-Encoding: br",), 200),
+         "peregrine-429": ("peregrine-limited", "/uncached/item", (), 429)}
+PEREGRINE_SERVERS = {"peregrine": ["--cache-size", "64"],
+                     "peregrine-br": ["--cache-size", "64", "--compress", "--compress-min-size", "0"],
+                     "peregrine-limited": ["--rate-limit", "1/h", "--rate-limit-burst", "1"]}
 TARGETS = [("peregrine-hit", "peregrine-uncached", 5.0), ("peregrine-hit", "nginx-hit", 1.0)]
 
 NGINX_CONF = """\
@@ -108,14 +122,14 @@ def main(argv=None) -> int:
         return 1
     machine["nginx"] = subprocess.run([shutil.which("nginx") or "/usr/sbin/nginx", "-v"], capture_output=True, text=True).stderr.strip()
     work = Path(tempfile.mkdtemp(prefix="bench-cache-"))
-    ports = {"peregrine": c.free_port(), "uvicorn": c.free_port(), "nginx": c.free_port()}
+    ports = {name: c.free_port() for name in (*PEREGRINE_SERVERS, "uvicorn", "nginx")}
     procs: dict[str, c.Proc] = {}
     results: dict = {}
     complete = False
     try:
-        procs["peregrine"] = start("peregrine", [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(ports["peregrine"]),
-                                                 "--log-level", "warning", "--cache-size", "64", "cache_app:app"],
-                                   ports["peregrine"], log_dir)
+        for name, options in PEREGRINE_SERVERS.items():
+            procs[name] = start(name, [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(ports[name]),
+                                       "--log-level", "warning", *options, "cache_app:app"], ports[name], log_dir)
         procs["uvicorn"] = start("uvicorn", [str(c.VENV / "bin" / "uvicorn"), "cache_app:app", "--host", c.HOST, "--port",
                                              str(ports["uvicorn"]), "--workers", "1", "--http", "httptools", "--loop", "uvloop",
                                              "--no-access-log", "--log-level", "warning"], ports["uvicorn"], log_dir)
@@ -126,9 +140,27 @@ def main(argv=None) -> int:
                                ports["nginx"], log_dir)
 
         def measure(load: str, duration: float) -> dict:
-            server, path = LOADS[load]
+            server, path, headers, expected = LOADS[load]
             root = procs[server].pid
-            return c.measure_wrk(root, f"http://{c.HOST}:{ports[server]}{path}", args.conns, duration, args.timeout)
+            m = c.measure_wrk(root, f"http://{c.HOST}:{ports[server]}{path}", args.conns, duration, args.timeout, headers)
+            if expected >= 400:
+                # wrk counts every answer >= 400 as an error: here those are the point, and any other answer is the error.
+                refused = m["errors"]["status_ge_400"]
+                m["error_total"] += m["requests"] - 2 * refused
+            return m
+
+        # Two requests of each load before it runs, logged: the second shows what the load gets (a hit, a 429).
+        for load, (server, path, headers, expected) in LOADS.items():
+            for _ in range(2):
+                conn = http.client.HTTPConnection(c.HOST, ports[server], timeout=5)
+                conn.request("GET", path, headers=dict(h.split(": ", 1) for h in headers))
+                answer = conn.getresponse()
+                answer.read()
+                conn.close()
+                c.log(f"bench: {load}: {answer.status}, Content-Encoding {answer.getheader('content-encoding', '-')}, "
+                      f"Cache-Status {answer.getheader('cache-status', '-')}, X-Cache-Status {answer.getheader('x-cache-status', '-')}")
+            if answer.status != expected:
+                raise RuntimeError(f"{load} answered {answer.status}, not {expected}")
 
         for load in LOADS:
             c.log(f"bench: warming up {load}: {args.warmup:g} s, discarded")
@@ -139,8 +171,9 @@ def main(argv=None) -> int:
                 m = measure(load, args.duration)
                 m["round"] = rnd
                 results.setdefault(load, []).append(m)
+                py = "" if m["py_busy"] is None else f"  python thread {m['py_busy'] * 100:4.1f} %"
                 c.log(f"round {rnd}/{args.rounds}  {load:<20} {m['rps']:>9.0f} req/s  p99 {m['p99_ms']:7.2f} ms  "
-                      f"errors {m['error_total']}  RSS {m['peak_rss_mib']:5.0f} MiB")
+                      f"errors {m['error_total']}  RSS {m['peak_rss_mib']:5.0f} MiB{py}")
         complete = True
     except KeyboardInterrupt:
         c.log("bench: interrupted: writing the partial results")
@@ -148,7 +181,7 @@ def main(argv=None) -> int:
         c.stop_all()
         shutil.rmtree(work, ignore_errors=True)
 
-    summary = {load: c.summarize_rounds(rounds) for load, rounds in results.items()}
+    summary = {load: c.summarize_rounds(rounds, ("py_busy", "py_cpu_us_per_req")) for load, rounds in results.items()}
     ratios = []
     for cand, base, minimum in TARGETS:
         a, b = summary.get(cand), summary.get(base)
@@ -161,16 +194,19 @@ def main(argv=None) -> int:
     lines += [c.machine_markdown(machine), f"{machine['nginx']}.", "",
               f"`wrk -t1 -c{args.conns}`, {args.rounds} interleaved rounds of {args.duration:g} s after {args.warmup:g} s "
               "of warm-up; medians. The uncached load and nginx's figures include the application's CPU (the process "
-              "tree of the server measured).", "",
-              "| Load | Req/s | p99 (ms) | Errors | CPU s / 1k req | Peak RSS (MiB) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+              "tree of the server measured). Errors are answers other than the load's expected status (wrk counts "
+              "every status >= 400, so a 429 load's refusals are subtracted) and socket errors. Python thread: its "
+              "CPU over the load's wall time, and per request.", "",
+              "| Load | Req/s | p99 (ms) | Errors | CPU s / 1k req | Python thread busy | Python µs / req | Peak RSS (MiB) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for load in LOADS:
         r = summary.get(load)
         if not r:
-            lines.append(f"| {load} | no results | | | | |")
+            lines.append(f"| {load} | no results | | | | | | |")
             continue
+        busy = "—" if r["py_busy"] is None else f"{r['py_busy'] * 100:.1f} %"
         lines.append(f"| {load} | {r['rps']:,.0f} | {fmt(r['p99_ms'], 2)} | {r['errors']:g} | {fmt(r['cpu_s_per_1k'], 3)} | "
-                     f"{r['peak_rss_mib']:.0f} |")
+                     f"{busy} | {fmt(r['py_cpu_us_per_req'], 2)} | {r['peak_rss_mib']:.0f} |")
     lines += ["", "| Ratio | Req/s | Target |", "| --- | ---: | --- |"]
     for r in ratios:
         lines.append(f"| {r['candidate']} / {r['baseline']} | {r['ratio']:.2f}x | >= {r['target']:g}: "

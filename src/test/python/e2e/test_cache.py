@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port, poll, run_cli
-from test_compress import decode, get_raw
+from test_compress import brotli_module, decode, get_raw
 from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser: the module-scoped Chromium fixture)
 from test_tls import certs, https_client  # noqa: F401 (certs: the module-scoped fixture of test certificates)
 
@@ -290,7 +290,7 @@ def test_metrics_count_hits_misses_stores_and_bytes(cache):
     assert 0 < cache.metric("peregrine_cache_held_bytes") <= 8 * 1024 * 1024
 
 
-def test_with_compress_a_hit_is_compressed_per_client_from_the_uncompressed_entry(start_server, tmp_path):
+def test_with_compress_br_gzip_and_identity_hits_come_from_one_application_call(start_server, tmp_path):
     both = launch(start_server, tmp_path, "--cache-size", "4", "--compress")
     size = 4000
     target = unique("cc=max-age%%3D60&size=%d" % size)
@@ -307,6 +307,144 @@ def test_with_compress_a_hit_is_compressed_per_client_from_the_uncompressed_entr
     assert plain_hit.headers["content-length"] == str(size) and plain_raw == b"x" * size
     assert "accept-encoding" in plain_hit.headers.get("vary", "").lower()
     assert both.calls(target) == 1
+
+
+# ---- --compress: coded variants stored beside the identity entry (issue 17, item 11)
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
+def coded(request, start_module_server, tmp_path_factory):
+    """--compress-min-size 0, so that the short bodies which say their call number are compressed too."""
+    return launch(start_module_server, tmp_path_factory.mktemp("coded"), "--cache-size", "4", "--compress",
+                  "--compress-min-size", "0", workers=request.param)
+
+
+def raw_get(client, target, coding, method="GET", headers=None):
+    """(response, body bytes as sent) for a client that accepts `coding` ("identity": none)."""
+    with client.stream(method, target, headers={"accept-encoding": coding, **(headers or {})}) as r:
+        return r, b"".join(r.iter_raw())
+
+
+def counts(server):
+    """What shows that something was compressed or stored: bodies compressed, entries stored, bytes held."""
+    return tuple(server.metric(name) for name in ("peregrine_compressed_responses_total", "peregrine_cache_stores_total",
+                                                   "peregrine_cache_held_bytes"))
+
+
+def is_hit(response):
+    return response.headers["cache-status"].startswith("Peregrine; hit")
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br"])
+def test_with_compress_a_coded_variant_is_made_once_and_later_hits_are_not_compressed(coded, protocol, coding):
+    if coding == "br":
+        brotli_module()
+    size = 20_000
+    target = unique("cc=max-age%%3D60&size=%d" % size)
+    with coded.client(protocol) as c:
+        miss, _ = raw_get(c, target, coding)
+        assert miss.headers["cache-status"] == "Peregrine; fwd=miss; stored" and miss.headers["content-encoding"] == coding
+        compressed, stores, held = counts(coded)
+        first, first_raw = raw_get(c, target, coding)
+        assert is_hit(first) and first.headers["content-encoding"] == coding
+        assert decode(coding, first_raw) == b"x" * size and first.headers["content-length"] == str(len(first_raw))
+        assert "accept-encoding" in first.headers["vary"].lower()
+        made = counts(coded)
+        assert made[:2] == (compressed + 1, stores + 1), "the first hit in a coding compresses the entry once and stores it"
+        assert made[2] >= held + len(first_raw), "the coded variant's bytes count in what the cache holds"
+        for _ in range(3):
+            hit, raw = raw_get(c, target, coding)
+            assert is_hit(hit) and hit.headers["content-encoding"] == coding and raw == first_raw
+    assert counts(coded) == made, "later hits in that coding are sent from the stored variant, not compressed"
+    assert coded.calls(target) == 1
+
+
+def test_with_compress_an_identity_client_still_gets_the_application_bytes(coded, protocol):
+    size = 20_000
+    target = unique("cc=max-age%%3D60&size=%d" % size)
+    with coded.client(protocol) as c:
+        raw_get(c, target, "gzip")
+        gzip_hit, gzip_raw = raw_get(c, target, "gzip")
+        plain, plain_raw = raw_get(c, target, "identity")
+        none, none_raw = raw_get(c, target, "gzip;q=0")
+    assert is_hit(gzip_hit) and decode("gzip", gzip_raw) == b"x" * size
+    for response, raw in ((plain, plain_raw), (none, none_raw)):
+        assert is_hit(response) and "content-encoding" not in response.headers
+        assert raw == b"x" * size and response.headers["content-length"] == str(size)
+    assert coded.calls(target) == 1
+
+
+def test_with_compress_conditionals_and_head_are_answered_from_the_coded_variant(coded, protocol):
+    target = unique("cc=max-age%3D60&size=5000&etag=v1")
+    with coded.client(protocol) as c:
+        miss, _ = raw_get(c, target, "gzip")
+        assert miss.headers["etag"] == 'W/"v1"'
+        hit, hit_raw = raw_get(c, target, "gzip")
+        assert is_hit(hit) and hit.headers["etag"] == 'W/"v1"'
+        before = counts(coded)
+        same, same_raw = raw_get(c, target, "gzip", headers={"if-none-match": 'W/"v1"'})
+        other, other_raw = raw_get(c, target, "gzip", headers={"if-none-match": 'W/"v2"'})
+        head, head_raw = raw_get(c, target, "gzip", method="HEAD")
+        plain, _ = raw_get(c, target, "identity")
+    assert same.status_code == 304 and is_hit(same) and same_raw == b""
+    assert same.headers["etag"] == 'W/"v1"' and "accept-encoding" in same.headers["vary"].lower()
+    assert other.status_code == 200 and other_raw == hit_raw
+    assert head.status_code == 200 and is_hit(head) and head_raw == b""
+    assert head.headers["content-encoding"] == "gzip" and head.headers["content-length"] == str(len(hit_raw))
+    assert plain.headers["etag"] == '"v1"', "the identity entry keeps the application's strong tag"
+    assert counts(coded)[:2] == before[:2], "none of them compressed or stored anything"
+    assert coded.calls(target) == 1
+
+
+def test_with_compress_a_new_response_replaces_the_coded_variants_of_the_old(coded, protocol):
+    target = unique("cc=max-age%3D60")  # the body says the worker's call number: each call's differs
+    with coded.client(protocol) as c:
+        raw_get(c, target, "gzip")
+        old, old_raw = raw_get(c, target, "gzip")
+        assert is_hit(old)
+        fresh, fresh_raw = raw_get(c, target, "identity", headers={"cache-control": "no-cache"})
+        assert fresh.headers["cache-status"] == "Peregrine; fwd=request; stored" and fresh_raw != decode("gzip", old_raw)
+        hit, hit_raw = raw_get(c, target, "gzip")
+    assert is_hit(hit) and decode("gzip", hit_raw) == fresh_raw
+    assert coded.calls(target) == 2
+
+
+def test_with_compress_a_post_drops_every_variant(coded, protocol):
+    size = 20_000
+    target = unique("cc=max-age%%3D60&size=%d" % size)
+    with coded.client(protocol) as c:
+        raw_get(c, target, "gzip")
+        raw_get(c, target, "gzip")
+        raw_get(c, target, "identity")
+        held = coded.metric("peregrine_cache_held_bytes")
+        assert c.post(target, content=b"change").status_code == 200
+        assert coded.metric("peregrine_cache_held_bytes") <= held - size, "the entry and its variant are dropped"
+        gzip_after, _ = raw_get(c, target, "gzip")
+        plain_after, _ = raw_get(c, target, "identity")
+    assert gzip_after.headers["cache-status"] == "Peregrine; fwd=miss; stored"
+    assert is_hit(plain_after)
+    assert coded.calls(target) == 2
+
+
+def test_with_compress_a_variant_made_by_one_worker_is_sent_by_the_other(coded):
+    if coded.workers < 2:
+        pytest.skip("needs two workers")
+    target = unique("cc=max-age%3D60&size=20000")
+    with coded.client("h1") as c:
+        raw_get(c, target, "gzip")
+        raw_get(c, target, "gzip")
+    made = counts(coded)
+    workers = set()
+    for _ in range(60):
+        with coded.client("h1") as c:  # a new connection each time: the kernel spreads them over the workers
+            workers.add(int(c.get(unique("cc=no-store"), headers={"accept-encoding": "identity"}).headers["x-pid"]))
+            hit, _ = raw_get(c, target, "gzip")
+        assert is_hit(hit) and hit.headers["content-encoding"] == "gzip"
+        if len(workers) == 2:
+            break
+    assert len(workers) == 2
+    assert counts(coded)[:2] == made[:2], "no worker compressed it again"
+    assert coded.calls(target) == 1
 
 
 def test_eviction_under_a_size_bound_keeps_what_is_used(start_server, tmp_path):

@@ -263,16 +263,21 @@ HANDSHAKE = (b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Versio
              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
 
 
-def test_a_websocket_handshake_is_limited_too(strict):
-    server, _ = strict
+def test_a_websocket_handshake_is_limited_too_and_its_429_is_counted_and_logged(strict):
+    server, metrics = strict
     with connect(server.port, PROXY) as s:
         s.sendall(request_bytes("/ws", "198.51.100.6", extra=HANDSHAKE))
         assert Responses(s).next()[0] == 101
     assert one(server.port, client="198.51.100.6")[0] == 200
+    before = metric(metrics, 'peregrine_requests_total{method="GET",protocol="HTTP/1.1",status="4xx"}')
     with connect(server.port, PROXY) as s:
-        s.sendall(request_bytes("/ws", "198.51.100.6", extra=HANDSHAKE))
-        status, headers, _ = Responses(s).next()
-        assert status == 429 and "retry-after" in headers
+        s.sendall(request_bytes("/ws?refused", "198.51.100.6", extra=HANDSHAKE))
+        status, headers, body = Responses(s).next()
+        assert status == 429 and "retry-after" in headers and b"rate limit" in body
+    # The access log names the client the trusted proxy reported, like any other line.
+    assert server.wait_for_output(lambda out: re.search(r'198\.51\.100\.6:\d+ - "GET /ws\?refused HTTP/1\.1" 429 ', out)), \
+        server.output()[-2000:]
+    assert metric(metrics, 'peregrine_requests_total{method="GET",protocol="HTTP/1.1",status="4xx"}') == before + 1
 
 
 def test_limited_requests_are_counted_in_metrics_and_shown_in_the_access_log(strict):

@@ -429,13 +429,14 @@ def test_access_log_shows_the_connect(ws_server):
     assert ws_server.wait_for_output('"CONNECT /echo?probe=logged HTTP/2" 200', timeout=5), ws_server.output()[-2000:]
 
 
-def test_rate_limit_refuses_a_connect_with_429(start_server):
-    server = start_server("raw_ws:app", "--rate-limit", "1/m", "--rate-limit-burst", "1")
+def test_rate_limit_refuses_a_connect_with_429_and_logs_it(start_server):
+    server = start_server("raw_ws:app", "--rate-limit", "1/m", "--rate-limit-burst", "1", "--access-log")
     with H2WebSockets(server.port) as c:
         c.accepted("/echo")
-        second = c.open("/echo")
+        second = c.open("/echo?second")
         c.wait_for(lambda: second.ended, "the 429")
         assert second.status == 429 and "retry-after" in second.headers
+    assert server.wait_for_output('"CONNECT /echo?second HTTP/2" 429', timeout=5), server.output()[-2000:]
 
 
 def test_drain_closes_websockets_with_1001(start_server):

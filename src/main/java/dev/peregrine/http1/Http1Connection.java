@@ -214,12 +214,14 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private void upgrade(RequestHead head) {
         state = State.UPGRADING;
         ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
+        Http1Upgrade http = new Http1Upgrade(this, ctx, head, origin.client(), headStarted);
         Refusal refusal = core.checkUpgrade(head, origin.client());
         if (refusal != null) {
-            refuse(refusal, head);
+            // Answered as a handshake the application denied: counted, and in the access log with its client.
+            http.respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
             return;
         }
-        upgrading = new WebSocketConnection(new Http1Upgrade(this, ctx, head, origin.client(), headStarted), ctx.channel(), head,
+        upgrading = new WebSocketConnection(http, ctx.channel(), head,
                 head.http11() ? "1.1" : "1.0", origin.scheme(), origin.client(), settings.webSocket(), core.connections());
         upgrading.begin(webSockets);
     }

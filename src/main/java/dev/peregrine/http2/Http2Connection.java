@@ -271,7 +271,9 @@ final class Http2Connection extends ChannelDuplexHandler {
         ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
         Refusal refusal = core.checkUpgrade(head, origin.client());
         if (refusal != null) {
-            refuse(stream, head, refusal, started);
+            // Recorded as a handshake the application denied: in the access log with its client, as over HTTP/1.1.
+            writeRefusal(stream, refusal);
+            core.upgradeAnswered(head, MetricsLayout.HTTP_2, "2", origin.client(), refusal.status(), refusal.body().length, started);
             return;
         }
         WebSocketStreamChannel channel = new WebSocketStreamChannel(ctx, stream, codec, this);
@@ -305,11 +307,15 @@ final class Http2Connection extends ChannelDuplexHandler {
 
     /** A request the server answers itself, without the application; {@code startNanos}: when its head arrived. */
     private void refuse(Http2FrameStream stream, HttpRequestHead head, Refusal refusal, long startNanos) {
+        writeRefusal(stream, refusal);
+        core.refused(head, MetricsLayout.HTTP_2, refusal.status(), startNanos, refusal.body().length);
+    }
+
+    private void writeRefusal(Http2FrameStream stream, Refusal refusal) {
         ctx.write(new DefaultHttp2HeadersFrame(FieldListResponses.headers(refusal.head(), -1, null, tlsHeaders), false).stream(stream));
         ChannelFuture last = ctx.write(new DefaultHttp2DataFrame(Unpooled.wrappedBuffer(refusal.body()), true).stream(stream));
         stopBody(stream, last);
         ctx.flush();
-        core.refused(head, MetricsLayout.HTTP_2, refusal.status(), startNanos, refusal.body().length);
     }
 
     /**

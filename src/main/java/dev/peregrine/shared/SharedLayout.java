@@ -19,7 +19,7 @@ public record SharedLayout(long rateLimitOffset, long rateLimitBytes, long cache
     /** The file the supervisor created, given to its workers. */
     public static final String FILE_ENV = "PEREGRINE_SHARED_FILE";
     /** Changes whenever a section's place or the format of what is in it changes. */
-    static final long VERSION = 2;
+    static final long VERSION = 3;
     /** One client of the rate limit: its key and its theoretical arrival time, two longs. */
     public static final int RATE_LIMIT_ENTRY_BYTES = 16;
 

@@ -1,5 +1,6 @@
 package dev.peregrine.edge.cache;
 
+import dev.peregrine.edge.ContentCoding;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.ResponseHead;
@@ -9,6 +10,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
@@ -53,7 +55,17 @@ final class CacheEntry {
 
     /** The record of a response to {@code request}: {@code varyNames} are the lower-case names its Vary lists. */
     static byte[] build(CacheRequest request, ResponseHead head, List<String> varyNames, byte[] body, int bodyLength) {
-        byte[] vary = variant(request, varyNames);
+        return build(request.key, variant(request, varyNames), head, body, bodyLength);
+    }
+
+    /** The record of the same key and variant with another head and body: a coded variant's. */
+    byte[] recoded(ResponseHead head, byte[] body) {
+        byte[] key = Arrays.copyOfRange(record, FIXED, FIXED + keyLength);
+        byte[] vary = Arrays.copyOfRange(record, FIXED + keyLength, FIXED + keyLength + varyLength);
+        return build(key, vary, head, body, body.length);
+    }
+
+    private static byte[] build(byte[] key, byte[] vary, ResponseHead head, byte[] body, int bodyLength) {
         ByteArrayOutputStream headBytes = new ByteArrayOutputStream(head.count() * 32);
         for (int i = 0; i < head.count(); i++) {
             if (isAny(head, i, NOT_STORED)) continue;
@@ -70,9 +82,9 @@ final class CacheEntry {
             headBytes.write(0);
         }
         byte[] headArray = headBytes.toByteArray();
-        ByteBuffer out = ByteBuffer.allocate(FIXED + request.key.length + vary.length + headArray.length + bodyLength);
-        out.putInt(request.key.length).putInt(vary.length).putInt(headArray.length).putInt(bodyLength).putInt(head.status()).putInt(0);
-        out.put(request.key).put(vary).put(headArray).put(body, 0, bodyLength);
+        ByteBuffer out = ByteBuffer.allocate(FIXED + key.length + vary.length + headArray.length + bodyLength);
+        out.putInt(key.length).putInt(vary.length).putInt(headArray.length).putInt(bodyLength).putInt(head.status()).putInt(0);
+        out.put(key).put(vary).put(headArray).put(body, 0, bodyLength);
         return out.array();
     }
 
@@ -99,10 +111,38 @@ final class CacheEntry {
         return names;
     }
 
-    /** A 32-bit digest of the variant, kept in the slot so that a new variant replaces only the same one. */
+    /**
+     * A 32-bit digest of the variant, kept in the slot so that a new variant replaces only the same one.
+     * Its low {@value #CODING_BITS} bits are left for the content coding of the entry: 0, the identity
+     * response the application sent; else a coded variant of it ({@link #codedVariant}).
+     */
     static int variantHash(byte[] variant) {
         long h = CacheRequest.hash(variant);
-        return (int) (h ^ h >>> 32);
+        return (int) (h ^ h >>> 32) & ~CODING_MASK;
+    }
+
+    /** Identity and the three codings of {@link ContentCoding}. */
+    static final int CODING_BITS = 2;
+    private static final int CODING_MASK = (1 << CODING_BITS) - 1;
+
+    /** The slot variant of {@code coding}'s variant of an entry stored under {@code variant}; null coding: identity. */
+    static int codedVariant(int variant, ContentCoding coding) {
+        return variant & ~CODING_MASK | (coding == null ? 0 : coding.ordinal() + 1);
+    }
+
+    /** Whether a slot variant is that of an entry in {@code coding} (null: identity). */
+    static boolean codedAs(int variant, ContentCoding coding) {
+        return (variant & CODING_MASK) == codedVariant(0, coding);
+    }
+
+    /** Whether a slot variant is the identity entry. */
+    static boolean identity(int variant) {
+        return (variant & CODING_MASK) == 0;
+    }
+
+    /** Whether two slot variants are codings of one variant. */
+    static boolean sameVariant(int a, int b) {
+        return (a & ~CODING_MASK) == (b & ~CODING_MASK);
     }
 
     int variantHash() {

@@ -1,5 +1,6 @@
 package dev.peregrine.edge.cache;
 
+import dev.peregrine.edge.ContentCoding;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
@@ -22,8 +23,11 @@ final class CacheRequest {
     final boolean authorization;
     final String ifNoneMatch;
     final String ifModifiedSince;
+    /** The content coding --compress sends this request's response in; null for identity (and without --compress). */
+    final ContentCoding coding;
 
-    private CacheRequest(HttpRequestHead head, byte[] key) {
+    private CacheRequest(HttpRequestHead head, byte[] key, ContentCoding coding) {
+        this.coding = coding;
         this.head = head;
         this.method = head.method();
         this.key = key;
@@ -39,6 +43,10 @@ final class CacheRequest {
     }
 
     static CacheRequest of(HttpExchange exchange) {
+        return of(exchange, null);
+    }
+
+    static CacheRequest of(HttpExchange exchange, ContentCoding coding) {
         HttpRequestHead head = exchange.head();
         byte[] bytes = head.bytes();
         byte[] scheme = exchange.scheme().getBytes(StandardCharsets.US_ASCII);
@@ -69,7 +77,7 @@ final class CacheRequest {
             key[at++] = '?';
             System.arraycopy(bytes, head.queryStart(), key, at, head.queryLength());
         }
-        return new CacheRequest(head, key);
+        return new CacheRequest(head, key, coding);
     }
 
     boolean conditional() {

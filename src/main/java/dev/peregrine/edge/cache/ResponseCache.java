@@ -2,6 +2,7 @@ package dev.peregrine.edge.cache;
 
 import dev.peregrine.config.CacheSettings;
 import dev.peregrine.edge.EdgeStage;
+import dev.peregrine.edge.compress.Compression;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
@@ -22,6 +23,11 @@ import java.util.concurrent.TimeUnit;
  * the first claims the key's fill marker in the shared index, the others poll the index until the
  * entry is there, the marker is gone, or {@value #WAIT_MILLIS} ms have passed. A successful unsafe
  * request invalidates its URL's entries. Storage: {@link CacheStore}; rules: {@link CacheStorability}.
+ *
+ * <p>With --compress, an entry is the application's identity response, and a hit for a client that
+ * takes a coding is answered from that coding's variant of it: made once, by the compression stage, on
+ * the first such hit, and stored beside the identity entry with its freshness and age. Storing a new
+ * identity response drops the variants of the old one; invalidation drops them all.
  */
 public final class ResponseCache implements EdgeStage {
     /** How long misses wait for another request's fill of the same key, and how long a fill may take before others stop waiting. */
@@ -37,12 +43,15 @@ public final class ResponseCache implements EdgeStage {
     final CacheSettings settings;
     final CacheStore store;
     final RequestMetrics metrics;
+    /** --compress, whose codings' variants the cache keeps; null without it. */
+    private final Compression compression;
     private final long pid = ProcessHandle.current().pid();
 
-    public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics) {
+    public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics, Compression compression) {
         this.settings = settings;
         this.store = new CacheStore(area, slot -> metrics.cacheReleased(slot.length(), true));
         this.metrics = metrics;
+        this.compression = compression;
     }
 
     @Override
@@ -54,7 +63,7 @@ public final class ResponseCache implements EdgeStage {
             else next.dispatch(exchange);
             return;
         }
-        CacheRequest request = CacheRequest.of(exchange);
+        CacheRequest request = CacheRequest.of(exchange, compression == null ? null : compression.coding(exchange.head()));
         if (request.noCache || request.noStore) {
             forward(exchange, next, request, null);
             return;
@@ -98,17 +107,23 @@ public final class ResponseCache implements EdgeStage {
         next.dispatch(new CacheExchange(exchange, this, request, claim, false));
     }
 
-    /** What the index holds for a request: a matching fresh entry, a fill under way, a hit-for-miss marker. */
+    /**
+     * What the index holds for a request: a matching fresh entry (in the request's coding, else the
+     * identity one), a fill under way, a hit-for-miss marker.
+     */
     record Found(CacheStore.Slot slot, CacheEntry hit, boolean filling, boolean pass) {}
 
     Found find(CacheRequest request, long now) {
         int home = store.home(request.hash);
         boolean filling = false, pass = false;
+        Found identity = null;
         for (int i = 0; i < CacheStore.PROBE; i++) {
             CacheStore.Slot slot = store.read(store.probe(home, i));
             if (slot == null || slot.hash() != request.hash) continue;
             switch (slot.state()) {
                 case CacheStore.READY -> {
+                    boolean inCoding = CacheEntry.codedAs(slot.variant(), request.coding);
+                    if (!inCoding && !CacheEntry.identity(slot.variant())) continue;
                     if (slot.until() <= now) {
                         release(slot, false);
                         continue;
@@ -119,14 +134,18 @@ public final class ResponseCache implements EdgeStage {
                         release(slot, true);
                         continue;
                     }
-                    if (entry.keyEquals(request) && entry.variantMatches(request)) return new Found(slot, entry, false, false);
+                    if (entry.keyEquals(request) && entry.variantMatches(request)) {
+                        Found found = new Found(slot, entry, false, false);
+                        if (inCoding) return found;
+                        identity = found;
+                    }
                 }
                 case CacheStore.FILLING -> filling |= slot.live(now);
                 case CacheStore.PASS -> pass |= slot.live(now);
                 default -> { }
             }
         }
-        return new Found(null, null, filling, pass);
+        return identity != null ? identity : new Found(null, null, filling, pass);
     }
 
     /** Drops an entry found stale ({@code evicted}: its record was overwritten, else it expired); counted once, by whoever frees it. */
@@ -139,6 +158,10 @@ public final class ResponseCache implements EdgeStage {
         CacheStore.Slot slot = found.slot;
         CacheEntry entry = found.hit;
         store.touch(slot, now);
+        if (request.coding != null && CacheEntry.identity(slot.variant())) {
+            CacheEntry coded = codedVariant(request, slot, entry);
+            if (coded != null) entry = coded;
+        }
         long age = Math.max(0, (now - slot.received()) / 1000);
         String status = "Peregrine; hit; ttl=" + Math.max(0, (slot.until() - now) / 1000);
         ResponseHead head;
@@ -153,7 +176,25 @@ public final class ResponseCache implements EdgeStage {
         head.add("age", Long.toString(age));
         head.add("cache-status", status);
         exchange.send(head, withBody ? Unpooled.wrappedBuffer(entry.record, entry.bodyStart(), entry.bodyLength()) : null, true);
-        if (store.remaining(slot.position()) < 0.25) secondChance(slot, entry, now);
+        if (store.remaining(slot.position()) < 0.25) secondChance(slot, found.hit, now);
+    }
+
+    /**
+     * {@code entry}'s variant in the request's coding, compressed now by the compression stage and stored
+     * beside it with the same freshness and age, so that the next hit in that coding is sent as it is;
+     * null when compression leaves this response alone (then the stage, seeing the identity hit go by,
+     * leaves it alone too). On the I/O thread, like all of --compress: the Python thread never compresses.
+     */
+    private CacheEntry codedVariant(CacheRequest request, CacheStore.Slot identity, CacheEntry entry) {
+        Compression.Coded coded = compression.encode(entry.head(entry.status, null), entry.record, entry.bodyStart(),
+                entry.bodyLength(), request.coding);
+        if (coded == null) return null;
+        byte[] record = entry.recoded(coded.head(), coded.body());
+        if (coded.body().length <= settings.maxObjectBytes()) {
+            storeRecord(request.hash, null, record, CacheEntry.codedVariant(identity.variant(), request.coding), identity.until(),
+                    identity.received());
+        }
+        return CacheEntry.parse(record);
     }
 
     /** Moves an entry used while in the oldest quarter of the ring to its head, so that it outlives entries nobody reads. */
@@ -217,27 +258,35 @@ public final class ResponseCache implements EdgeStage {
 
     /** Stores a response's record; on the I/O thread. {@code claim}: the fill marker it replaces, when it still is one. */
     void publish(CacheRequest request, CacheStore.Slot claim, byte[] record, int variant, long freshMillis, long received) {
+        storeRecord(request.hash, claim, record, variant, System.currentTimeMillis() + freshMillis, received);
+    }
+
+    /** Stores a record under {@code variant} (its coding in the low bits), fresh until {@code until}; on the I/O thread. */
+    private void storeRecord(long hash, CacheStore.Slot claim, byte[] record, int variant, long until, long received) {
         long now = System.currentTimeMillis();
-        long position = store.append(record, request.hash);
+        long position = store.append(record, hash);
         if (position < 0) {
-            pass(request.hash, claim);
+            pass(hash, claim);
             return;
         }
         CacheStore.Slot target = claim == null ? null : store.read(claim.index());
         if (target != null && target.version() != claim.version()) target = null;
-        if (target == null) target = pick(request.hash, now);
+        if (target == null) target = pick(hash, now);
         if (target == null) return;
-        if (!store.write(target, request.hash, CacheStore.READY, 0, now + freshMillis, received, position, record.length, variant, now)) return;
+        if (!store.write(target, hash, CacheStore.READY, 0, until, received, position, record.length, variant, now)) return;
         if (target != claim) releaseTaken(target, now);
         metrics.cacheStored(record.length);
-        // The entry replaces any older one of the same variant, and ends a hit-for-miss marker of its key.
-        int home = store.home(request.hash);
+        // The entry replaces any older one of the same variant (an identity entry also the coded variants
+        // made from the response it replaces), and ends a hit-for-miss marker of its key.
+        boolean identity = CacheEntry.identity(variant);
+        int home = store.home(hash);
         for (int i = 0; i < CacheStore.PROBE; i++) {
             int index = store.probe(home, i);
             if (index == target.index()) continue;
             CacheStore.Slot slot = store.read(index);
-            if (slot == null || slot.hash() != request.hash) continue;
-            if (slot.state() == CacheStore.READY && slot.variant() == variant) release(slot, false);
+            if (slot == null || slot.hash() != hash) continue;
+            boolean replaced = identity ? CacheEntry.sameVariant(slot.variant(), variant) : slot.variant() == variant;
+            if (slot.state() == CacheStore.READY && replaced) release(slot, false);
             else if (slot.state() == CacheStore.PASS) store.free(slot);
         }
     }

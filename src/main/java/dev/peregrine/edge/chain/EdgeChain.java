@@ -34,7 +34,9 @@ import java.util.List;
  *       application and of the stages after it; static files, before it, go out as they are on disk
  *       (or as their precompressed siblings, --compress-static), keeping sendfile;</li>
  *   <li>the response cache, after compression, so that it stores what the application sent; a hit is
- *       answered without the application, a miss is stored on its way out.</li>
+ *       answered without the application, a miss is stored on its way out. With --compress it also
+ *       keeps each coding's variant of an entry, made once by the compression stage, and sends it
+ *       as it is: compression passes on a response that already has a Content-Encoding.</li>
  * </ol>
  */
 public final class EdgeChain {
@@ -54,9 +56,10 @@ public final class EdgeChain {
                 : new RateLimit(settings.rateLimit(), SharedLayout.of(settings).rateLimitTable(shared), metrics);
         if (rateLimit != null) stages.add(rateLimit);
         if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts(), settings.compressStatic()));
-        if (settings.compression() != null) stages.add(new Compression(settings.compression()));
+        Compression compression = settings.compression() == null ? null : new Compression(settings.compression(), metrics);
+        if (compression != null) stages.add(compression);
         if (settings.cache() != null) {
-            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), metrics));
+            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), metrics, compression));
         }
         entry = link(stages, application);
     }

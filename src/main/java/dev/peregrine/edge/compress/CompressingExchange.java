@@ -6,6 +6,7 @@ import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
+import dev.peregrine.ops.metrics.RequestMetrics;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import org.jboss.logging.Logger;
@@ -26,14 +27,16 @@ final class CompressingExchange extends ExchangeWrapper {
     private final boolean headRequest;
     /** The request's If-None-Match on a GET or HEAD, or null. */
     private final String ifNoneMatch;
+    private final RequestMetrics metrics;
     // The fields below are touched on the I/O thread only.
     private boolean decided;
     private StreamCompressor compressor;
     /** The application's 200 became a 304: its body is dropped. */
     private boolean notModified;
 
-    CompressingExchange(HttpExchange wrapped, ContentCoding coding, int minSize, String ifNoneMatch) {
+    CompressingExchange(HttpExchange wrapped, ContentCoding coding, int minSize, String ifNoneMatch, RequestMetrics metrics) {
         super(wrapped);
+        this.metrics = metrics;
         this.coding = coding;
         this.minSize = minSize;
         String method = wrapped.head().method();
@@ -85,7 +88,10 @@ final class CompressingExchange extends ExchangeWrapper {
             notModified = true;
             return CompressionRules.notModified(compressed);
         }
-        if (!headRequest && !wrapped.disconnected()) compressor = StreamCompressor.create(coding);
+        if (!headRequest && !wrapped.disconnected()) {
+            compressor = StreamCompressor.create(coding);
+            metrics.compressed();
+        }
         return compressed;
     }
 

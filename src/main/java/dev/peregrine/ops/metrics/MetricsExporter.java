@@ -50,6 +50,8 @@ public final class MetricsExporter {
         counter("peregrine.cache.evictions", "Entries the response cache dropped to make room", CACHE_EVICTIONS).register(registry);
         gauge("peregrine.cache.held", "Bytes of the entries the response cache holds", s -> s.sum(CACHE_BYTES_STORED) - s.sum(CACHE_BYTES_RELEASED))
                 .baseUnit("bytes").register(registry);
+        counter("peregrine.compressed.responses", "Response bodies --compress compressed (a cache hit sent from a stored coded variant is none)",
+                COMPRESSED).register(registry);
         gauge("peregrine.connections.active", "Connections open now", s -> s.sum(CONNECTIONS_ACTIVE)).register(registry);
         gauge("peregrine.requests.in.flight", "Requests received and not yet answered in full", s -> s.sum(REQUESTS_IN_FLIGHT))
                 .register(registry);

@@ -121,6 +121,12 @@ public final class RequestMetrics {
         add(CACHE_BYTES_RELEASED, bytes);
     }
 
+    /** --compress compressed a response body (as it went out, or once for the response cache's coded variant). */
+    public void compressed() {
+        if (segment == null) return;
+        add(COMPRESSED, 1);
+    }
+
     /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
     public void pythonStarted(long readyNanos) {
         if (segment == null) return;

@@ -92,4 +92,31 @@ class CacheRequestTest {
         assertEquals(null, entry.header("connection")); // hop-by-hop: never replayed
         assertEquals("ok", new String(entry.record, entry.bodyStart(), entry.bodyLength()));
     }
+
+    @Test
+    void aCodedVariantKeepsTheEntrysKeyAndVaryValuesAndHasASlotVariantOfItsOwn() {
+        CacheRequest en = request("GET", "/", "accept-language", "en");
+        dev.peregrine.http.ResponseHead head = CacheStorabilityTest.head(200, "vary", "Accept-Language", "content-length", "2");
+        List<String> vary = CacheEntry.varyNames("Accept-Language");
+        CacheEntry identity = CacheEntry.parse(CacheEntry.build(en, head, vary, "ok".getBytes(), 2));
+        dev.peregrine.http.ResponseHead codedHead = CacheStorabilityTest.head(200, "vary", "Accept-Language, Accept-Encoding",
+                "content-encoding", "gzip");
+        CacheEntry coded = CacheEntry.parse(identity.recoded(codedHead, new byte[] {1, 2, 3}));
+        assertTrue(coded.keyEquals(en) && coded.variantMatches(en));
+        assertFalse(coded.variantMatches(request("GET", "/", "accept-language", "fr")));
+        assertEquals("gzip", coded.header("content-encoding"));
+        assertEquals(3, coded.bodyLength());
+
+        int variant = CacheEntry.variantHash(CacheEntry.variant(en, vary));
+        assertTrue(CacheEntry.identity(variant) && CacheEntry.codedAs(variant, null));
+        java.util.Set<Integer> seen = new java.util.HashSet<>(List.of(variant));
+        for (dev.peregrine.edge.ContentCoding coding : dev.peregrine.edge.ContentCoding.values()) {
+            int codedVariant = CacheEntry.codedVariant(variant, coding);
+            assertTrue(seen.add(codedVariant), "one slot variant per coding");
+            assertFalse(CacheEntry.identity(codedVariant));
+            assertTrue(CacheEntry.codedAs(codedVariant, coding) && CacheEntry.sameVariant(codedVariant, variant));
+        }
+        int other = CacheEntry.variantHash(CacheEntry.variant(request("GET", "/", "accept-language", "fr"), vary));
+        assertFalse(CacheEntry.sameVariant(other, variant));
+    }
 }
