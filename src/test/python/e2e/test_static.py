@@ -696,6 +696,32 @@ def test_a_small_file_leaves_with_its_head_not_by_sendfile(start_server, tree, t
     assert traced_sendfile_bytes(s, tmp_path, requests) == 0
 
 
+def test_a_small_file_kept_in_memory_is_served_anew_once_it_changes(start_server, tmp_path):
+    root = tmp_path / "changing"
+    root.mkdir()
+    page = root / "page.txt"
+    page.write_bytes(b"first version\n")
+    s = start_server(APP, "--static-dir", "/static=%s" % root)
+    for _ in range(3):  # read from disk once, then from memory
+        assert s.get("/static/page.txt").content == b"first version\n"
+    page.write_bytes(b"second, longer version\n")
+    assert s.get("/static/page.txt").content == b"second, longer version\n"
+    # The same size, a new modification time: still seen.
+    page.write_bytes(b"third, longer  version\n")
+    stat = page.stat()
+    os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    r = s.get("/static/page.txt")
+    assert r.content == b"third, longer  version\n" and r.headers["content-length"] == "23"
+    # Replaced by another file (another inode) of the same size and time: seen too.
+    other = root / "other.txt"
+    other.write_bytes(b"fourth longer  version\n")
+    os.utime(other, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    os.replace(other, page)
+    assert s.get("/static/page.txt").content == b"fourth longer  version\n"
+    page.unlink()
+    assert s.get("/static/page.txt").status_code == 404
+
+
 def test_wsgi_file_wrapper_over_tls(start_server, tree, certs):
     s = wait_tls_ready(start_server("static_apps:wsgi_app", "--protocol", "wsgi", *certs.pair("default")), certs)
     with httpx.Client(verify=ssl.create_default_context(cafile=certs.ca), http2=True, base_url="https://localhost:%d" % s.port) as client:

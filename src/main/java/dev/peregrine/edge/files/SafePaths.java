@@ -1,6 +1,7 @@
 package dev.peregrine.edge.files;
 
 import dev.peregrine.edge.ContentCoding;
+import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.PercentDecoder;
 
 import java.io.IOException;
@@ -32,22 +33,59 @@ final class SafePaths {
     private final Map<String, File> resolved = new LinkedHashMap<>(64, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, File> eldest) {
-            return size() > RESOLVED_ENTRIES;
+            if (size() <= RESOLVED_ENTRIES) return false;
+            retire(eldest.getValue());
+            return true;
         }
     };
     private static final int RESOLVED_ENTRIES = 1024;
+    /**
+     * Files up to this size are answered from memory: their bytes are read once and kept with the file
+     * found, so that a request costs one stat instead of a stat, an open, a read and a close.
+     */
+    static final int SMALL_FILE = 16 * 1024;
+    /** The bytes of small files kept at once, per mount and worker. */
+    private static final long SMALL_FILE_BUDGET = 4L << 20;
+    /** Bytes kept by the files in {@link #resolved}; guarded by it. */
+    private long keptBytes;
 
     /** What a request path leads to. */
     sealed interface Found permits File, Directory, Missing {}
 
     /**
      * A regular file that may be served; {@code path} is its real path, {@code identity} its device and
-     * inode, so that a path later leading to another file is not taken for it.
+     * inode, so that a path later leading to another file is not taken for it. What the responses need of
+     * it (its tag, its date, a small file's bytes) is made once and kept as long as the stat that
+     * revalidates it each time ({@link #find}) shows the file unchanged.
      */
-    record File(Path path, long size, long modifiedMicros, Object identity) implements Found {
+    static final class File implements Found {
+        private final Path path;
+        private final long size;
+        private final long modifiedMicros;
+        private final Object identity;
+        private final String etag;
+        private String lastModified;
+        /** The bytes of a file of at most {@link #SMALL_FILE}, once read; null before, or when not kept. */
+        private volatile byte[] bytes;
+        /** Among the files found ({@link #resolved}), whose bytes may be kept; guarded by it. */
+        private boolean listed;
+
+        File(Path path, long size, long modifiedMicros, Object identity) {
+            this.path = path;
+            this.size = size;
+            this.modifiedMicros = modifiedMicros;
+            this.identity = identity;
+            this.etag = "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "\"";
+        }
+
+        Path path() { return path; }
+        long size() { return size; }
+        long modifiedMicros() { return modifiedMicros; }
+        Object identity() { return identity; }
+
         /** A strong entity tag of size and modification time: it changes whenever the content may have. */
         String etag() {
-            return "\"" + Long.toHexString(size) + "-" + Long.toHexString(modifiedMicros) + "\"";
+            return etag;
         }
 
         /** The tag of a precompressed sibling, marked with its coding so that no two representations share one. */
@@ -57,6 +95,13 @@ final class SafePaths {
 
         long modifiedSeconds() {
             return Math.floorDiv(modifiedMicros, 1_000_000L);
+        }
+
+        /** Last-Modified's value; formatting a date costs more than the rest of a small file's answer. */
+        String lastModified() {
+            String value = lastModified;
+            if (value == null) lastModified = value = HttpDate.format(modifiedSeconds());
+            return value;
         }
     }
 
@@ -90,10 +135,45 @@ final class SafePaths {
         }
         Found found = resolve(data, start, length);
         synchronized (resolved) {
-            if (found instanceof File file) resolved.put(key, file);
-            else resolved.remove(key);
+            File replaced;
+            if (found instanceof File file) {
+                file.listed = true;
+                replaced = resolved.put(key, file);
+            } else {
+                replaced = resolved.remove(key);
+            }
+            if (replaced != null && replaced != found) retire(replaced);
         }
         return found;
+    }
+
+    /**
+     * The bytes of {@code file}, a file of at most {@link #SMALL_FILE} found by {@link #find}: read once,
+     * then kept while there is room in the budget. Null when the file no longer has the size it was
+     * found with (it is being written: the caller sends it from disk, as any file).
+     */
+    byte[] smallFileBytes(File file) throws IOException {
+        byte[] bytes = file.bytes;
+        if (bytes != null) return bytes;
+        bytes = Files.readAllBytes(file.path());
+        if (bytes.length != file.size()) return null;
+        synchronized (resolved) {
+            if (file.listed && file.bytes == null && keptBytes + bytes.length <= SMALL_FILE_BUDGET) {
+                file.bytes = bytes;
+                keptBytes += bytes.length;
+            }
+        }
+        return bytes;
+    }
+
+    /** {@code file} leaves the files found: its bytes go too. Holding the lock of {@link #resolved}. */
+    private void retire(File file) {
+        file.listed = false;
+        byte[] bytes = file.bytes;
+        if (bytes != null) {
+            keptBytes -= bytes.length;
+            file.bytes = null;
+        }
     }
 
     /** {@code known} when its real path still is a regular file of the same size and modification time, else null. */

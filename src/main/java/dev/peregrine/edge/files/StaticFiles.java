@@ -6,7 +6,6 @@ import dev.peregrine.edge.ContentCoding;
 import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.FileBody;
-import dev.peregrine.http.HttpDate;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
@@ -28,7 +27,8 @@ import java.util.concurrent.ThreadLocalRandom;
  * The static-files stage (--static-dir): a request under a mount's prefix is answered from its
  * directory, on the I/O thread, and never reaches the application. Only GET and HEAD; validators,
  * preconditions and byte ranges as RFC 9110 has them; the body goes out through
- * {@link HttpExchange#sendFile}, so with sendfile on plain HTTP/1.1.
+ * {@link HttpExchange#sendFile}, so with sendfile on plain HTTP/1.1, except a file of at most 16 KiB,
+ * which is sent from memory ({@link SafePaths#smallFileBytes}) in the same write as its head.
  *
  * <p>The disk is read on the I/O thread, as nginx does without its thread pools: a stat and an open of
  * a file in the page cache cost microseconds, less than a hand-over to another thread would.
@@ -96,24 +96,24 @@ public final class StaticFiles implements EdgeStage {
         String contentType = MediaTypes.of(file.path().getFileName().toString());
         RequestHeaders headers = new RequestHeaders(head);
         if (!compressStatic) {
-            respond(exchange, headers, file, null, false, contentType, isHead);
+            respond(exchange, mount.paths(), headers, file, null, false, contentType, isHead);
             return;
         }
         Map<ContentCoding, SafePaths.File> siblings = mount.paths().precompressed(file);
         ContentCoding coding = siblings.isEmpty() ? null : AcceptEncoding.choose(headers.get("accept-encoding"), siblings.keySet());
-        respond(exchange, headers, coding == null ? file : siblings.get(coding), coding, !siblings.isEmpty(), contentType, isHead);
+        respond(exchange, mount.paths(), headers, coding == null ? file : siblings.get(coding), coding, !siblings.isEmpty(), contentType, isHead);
     }
 
     /**
      * Answers with {@code stat}, the representation chosen: the file itself, or its sibling precompressed
      * with {@code coding}. {@code varies}: the file has siblings, so every answer depends on Accept-Encoding.
      */
-    private void respond(HttpExchange exchange, RequestHeaders headers, SafePaths.File stat, ContentCoding coding, boolean varies,
+    private void respond(HttpExchange exchange, SafePaths paths, RequestHeaders headers, SafePaths.File stat, ContentCoding coding, boolean varies,
                          String contentType, boolean isHead) {
         Path path = stat.path();
         String etag = coding == null ? stat.etag() : stat.etag(coding.token());
         long modified = stat.modifiedSeconds();
-        String lastModified = HttpDate.format(modified);
+        String lastModified = stat.lastModified();
         switch (Conditionals.evaluate(headers, etag, modified)) {
             case NOT_MODIFIED -> {
                 ResponseHead response = new ResponseHead(304);
@@ -172,6 +172,13 @@ public final class StaticFiles implements EdgeStage {
             exchange.send(response, null, true);
             return;
         }
+        if (stat.size() <= SafePaths.SMALL_FILE && body.size() == 1 && body.getFirst() instanceof FileBody.Region region) {
+            byte[] bytes = smallFileBytes(paths, stat);
+            if (bytes != null) {
+                exchange.send(response, Unpooled.wrappedBuffer(bytes, (int) region.offset(), (int) region.length()), true);
+                return;
+            }
+        }
         FileChannel file;
         try {
             file = FileChannel.open(path, StandardOpenOption.READ);
@@ -180,6 +187,15 @@ public final class StaticFiles implements EdgeStage {
             return;
         }
         exchange.sendFile(response, new FileBody(file, List.copyOf(body)));
+    }
+
+    /** A small file's bytes from memory or disk; null when it cannot be read whole now (sent from disk instead). */
+    private static byte[] smallFileBytes(SafePaths paths, SafePaths.File file) {
+        try {
+            return paths.smallFileBytes(file);
+        } catch (IOException | SecurityException e) {
+            return null;
+        }
     }
 
     /** A directory asked without its slash: 301 to the same path with it, keeping the query. */
