@@ -338,6 +338,38 @@ def test_a_handshake_offering_acme_tls_without_a_pending_challenge_never_gets_th
     assert protocol == "http/1.1"
 
 
+def test_a_pending_challenge_answers_every_acme_tls_handshake_on_either_worker_and_reads_no_request(start_server, pebble_https, tmp_path):
+    # The challenge file as the ordering process writes it, and a CA that never answers: nothing
+    # removes it, and every handshake below is answered from the cache directory, by either worker.
+    cache = tmp_path / "acme"
+    (cache / "challenges").mkdir(parents=True)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=" + NAME, "-addext", "subjectAltName=DNS:" + NAME, "-set_serial", "0x5151",
+            "-keyout", "challenge.key", "-out", "challenge.pem", cwd=tmp_path)
+    (cache / "challenges" / (NAME + ".pem")).write_text((tmp_path / "challenge.key").read_text() + (tmp_path / "challenge.pem").read_text())
+    port = free_port()
+    server = start_server(APP, "--workers", "2", "--port", str(port), "--acme-cache", str(cache), "--acme-domain", NAME,
+                          "--acme-directory", "https://127.0.0.1:%d/dir" % free_port(), "--acme-ca-bundle", str(pebble_https / "root.pem"))
+    wait_workers(server, 2)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["acme-tls/1", "h2", "http/1.1"])
+    # Like a CA validating several times from several addresses: each attempt gets the challenge.
+    for _ in range(8):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=NAME) as tls:
+            assert tls.selected_alpn_protocol() == "acme-tls/1"
+            assert serial_of(tls.getpeercert(binary_form=True)) == "serial=5151"
+            # Nothing falls through to HTTP: the server closes the connection, and a request gets no answer.
+            try:
+                tls.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+                answer = tls.recv(65536)
+            except OSError:
+                answer = b""
+            assert answer == b"", answer
+    assert server.running()
+
+
 def test_a_restart_reuses_the_cached_account_and_certificate(start_server, acme_ca, tmp_path):
     port = free_port()
     pebble = acme_ca(port)
