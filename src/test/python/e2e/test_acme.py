@@ -7,12 +7,17 @@ that Pebble's validation connects to Peregrine. Validation is real: PEBBLE_VA_AL
 Pebble's own HTTPS certificate is made here with ``openssl`` and handed to Peregrine by
 --acme-ca-bundle. Skipped when Debian's ``pebble`` package is not installed (bin/test installs it).
 
+Pebble 2.4.0 has no ACME Renewal Information (RFC 9773): the renewal-information tests put
+``ari_proxy.AriProxy`` in front of it, a reverse proxy that adds the renewalInfo resource and passes
+everything else through to Pebble as it came, validation included.
+
 The HTTP/3 test drives headless Chromium (``chromium.py``) over QUIC, resolving the test name to
 127.0.0.1 and trusting nothing but the key of the ACME certificate it expects (by SPKI hash): a
 page that loads over h3 was served that certificate.
 """
 
 import calendar
+import datetime
 import json
 import os
 import shutil
@@ -20,12 +25,14 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 
 import pytest
 
 import chromium
+from ari_proxy import AriProxy, serial_of_cert_id
 from chromium import DevToolsError
 from conftest import free_port, poll, run_cli, RawConn
 from test_http3 import free_udp_port
@@ -170,8 +177,23 @@ def acme_ca(pebble_https, tmp_path):
         pebble.stop()
 
 
-def acme_options(pebble, port, cache, *names):
-    options = ["--port", str(port), "--acme-cache", str(cache), "--acme-directory", pebble.directory,
+@pytest.fixture
+def ari(pebble_https):
+    """A factory: ari(pebble) starts an AriProxy in front of that Pebble; its directory is the proxy's."""
+    started = []
+
+    def start(pebble):
+        proxy = AriProxy(pebble.port, pebble_https / "pebble.pem", pebble_https / "pebble.key", pebble_https / "root.pem")
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+def acme_options(pebble, port, cache, *names, directory=None):
+    options = ["--port", str(port), "--acme-cache", str(cache), "--acme-directory", directory or pebble.directory,
                "--acme-ca-bundle", pebble.ca_bundle, "--acme-email", "admin@test.example"]
     for name in names or (NAME,):
         options += ["--acme-domain", name]
@@ -204,6 +226,31 @@ def serial_of(der):
     pem = ssl.DER_cert_to_PEM_cert(der)
     out = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), capture_output=True, check=True)
     return out.stdout.decode().strip()
+
+
+def serial_number(der):
+    return int(serial_of(der).split("=", 1)[1], 16)
+
+
+def not_before_after(der):
+    """The validity of a certificate in DER, as Unix times."""
+    out = subprocess.run(["openssl", "x509", "-noout", "-startdate", "-enddate"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                         capture_output=True, check=True).stdout.decode()
+    dates = dict(line.split("=", 1) for line in out.split("\n") if line)
+    return tuple(calendar.timegm(time.strptime(dates[key], "%b %d %H:%M:%S %Y GMT")) for key in ("notBefore", "notAfter"))
+
+
+def instant(text):
+    """A Java Instant as the log prints it (ISO 8601, up to nanoseconds, Z) as a Unix time."""
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    seconds = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+    return seconds + (float("0." + fraction) if fraction else 0.0)
+
+
+def log_line(output, *parts):
+    """The last line of output that holds every one of parts, or None."""
+    lines = [line for line in output.splitlines() if all(part in line for part in parts)]
+    return lines[-1] if lines else None
 
 
 def read_hello(tls):
@@ -273,9 +320,7 @@ def test_first_issuance_is_validated_by_tls_alpn_01_and_chains_to_the_ca_root(st
     for name in ("account.key", "account.url", NAME + ".pem"):
         assert (cache / name).stat().st_mode & 0o777 == 0o600, name
     assert not (cache / (NAME + ".lock")).exists()
-    not_after = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
-                               capture_output=True, check=True).stdout.decode().strip().split("=", 1)[1]
-    expected = calendar.timegm(time.strptime(not_after, "%b %d %H:%M:%S %Y GMT"))
+    _, expected = not_before_after(der)
     scraped = scrape(metrics_port)
     gauge = next(l for l in scraped.splitlines() if l.startswith('peregrine_certificate_expiry_timestamp_seconds{domain="test.example"}'))
     assert float(gauge.split()[-1]) == expected, gauge
@@ -291,6 +336,38 @@ def test_a_handshake_offering_acme_tls_without_a_pending_challenge_never_gets_th
     assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
     _, protocol = handshake(port, NAME, cafile=root, alpn=["acme-tls/1", "http/1.1"])
     assert protocol == "http/1.1"
+
+
+def test_a_pending_challenge_answers_every_acme_tls_handshake_on_either_worker_and_reads_no_request(start_server, pebble_https, tmp_path):
+    # The challenge file as the ordering process writes it, and a CA that never answers: nothing
+    # removes it, and every handshake below is answered from the cache directory, by either worker.
+    cache = tmp_path / "acme"
+    (cache / "challenges").mkdir(parents=True)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=" + NAME, "-addext", "subjectAltName=DNS:" + NAME, "-set_serial", "0x5151",
+            "-keyout", "challenge.key", "-out", "challenge.pem", cwd=tmp_path)
+    (cache / "challenges" / (NAME + ".pem")).write_text((tmp_path / "challenge.key").read_text() + (tmp_path / "challenge.pem").read_text())
+    port = free_port()
+    server = start_server(APP, "--workers", "2", "--port", str(port), "--acme-cache", str(cache), "--acme-domain", NAME,
+                          "--acme-directory", "https://127.0.0.1:%d/dir" % free_port(), "--acme-ca-bundle", str(pebble_https / "root.pem"))
+    wait_workers(server, 2)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["acme-tls/1", "h2", "http/1.1"])
+    # Like a CA validating several times from several addresses: each attempt gets the challenge.
+    for _ in range(8):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=NAME) as tls:
+            assert tls.selected_alpn_protocol() == "acme-tls/1"
+            assert serial_of(tls.getpeercert(binary_form=True)) == "serial=5151"
+            # Nothing falls through to HTTP: the server closes the connection, and a request gets no answer.
+            try:
+                tls.sendall(b"GET / HTTP/1.1\r\nHost: test.example\r\n\r\n")
+                answer = tls.recv(65536)
+            except OSError:
+                answer = b""
+            assert answer == b"", answer
+    assert server.running()
 
 
 def test_a_restart_reuses_the_cached_account_and_certificate(start_server, acme_ca, tmp_path):
@@ -366,6 +443,110 @@ def test_a_short_lived_certificate_is_renewed_and_swapped_in_without_dropping_a_
         assert read_hello(kept).startswith(b"HTTP/1.1 200")
     assert "ACME: renewing a certificate for test.example" in server.output()
     assert "ACME: new certificate for test.example" in server.output()
+
+
+def window_open_now(now):
+    """A renewal window that opened a second ago and closes in three."""
+    return now - datetime.timedelta(seconds=1), now + datetime.timedelta(seconds=3)
+
+
+def window_in_a_month(now):
+    return now + datetime.timedelta(days=30), now + datetime.timedelta(days=31)
+
+
+def open_now_then_in_a_month(index, now):
+    """The proxy's windows: open now for the first certificate, a month away for any later one."""
+    return window_open_now(now) if index == 0 else window_in_a_month(now)
+
+
+def served_serial(port, root):
+    der = try_handshake(port, NAME, cafile=root)
+    return serial_number(der) if der else None
+
+
+@pytest.mark.timeout(300)  # a minute between the server's two questions: its floor on Retry-After
+def test_renewal_information_moved_to_now_renews_at_once_naming_the_replaced_certificate(start_server, acme_ca, ari, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    proxy = ari(pebble)
+    moved = threading.Event()
+    # A month away at first; once moved (as before a mass revocation), the first certificate's window opens now.
+    proxy.window = lambda index, now: window_open_now(now) if index == 0 and moved.is_set() else window_in_a_month(now)
+    proxy.retry_after = 1  # the server asks again no sooner than a minute (RFC 9773 4.3's example limit)
+    metrics_port = free_port()
+    # Pebble's certificates last five years: the lifetime rule would not renew for more than three.
+    server = start_server(APP, "--metrics-port", str(metrics_port), *acme_options(pebble, port, tmp_path / "acme", directory=proxy.directory))
+    root = pebble.root()
+    assert poll(lambda: proxy.cert_ids(), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    first_id, = proxy.cert_ids()
+    assert poll(lambda: served_serial(port, root) == serial_of_cert_id(first_id), timeout=30), server.output()[-4000:]
+    assert server.wait_for_output("ACME: the CA suggests renewing test.example (serial %x)" % serial_of_cert_id(first_id), timeout=30)
+    moved.set()
+    # The server asks again after Retry-After, sees the window open, and renews at once.
+    assert poll(lambda: len(proxy.cert_ids()) == 2, timeout=90 + ISSUANCE_TIMEOUT), server.output()[-4000:]
+    second_id = proxy.cert_ids()[1]
+    assert poll(lambda: served_serial(port, root) == serial_of_cert_id(second_id), timeout=30), server.output()[-4000:]
+    asked = proxy.asked_times(first_id)
+    assert len(asked) == 2 and asked[1] - asked[0] >= 59, "asked again once, a minute later, not at every poll: %r" % asked
+    # The renewal named the certificate it replaces (RFC 9773 5), by the certID the server asked about.
+    assert [order.get("replaces") for order in proxy.orders] == [None, first_id], proxy.orders
+    assert "ACME: renewing a certificate for test.example" in server.output()
+    # The second certificate's window is a month away, and its renewal time was drawn inside it: not the
+    # lifetime rule's (in years), and no third order.
+    advice = "ACME: the CA suggests renewing test.example (serial %x)" % serial_of_cert_id(second_id)
+    assert server.wait_for_output(advice, timeout=30), server.output()[-4000:]
+    line = log_line(server.output(), advice)
+    (start, end), = proxy.windows_for(second_id)
+    assert start.timestamp() <= instant(line.rsplit("renewal at ", 1)[1]) <= end.timestamp(), line
+    counted = orders(scrape(metrics_port))
+    assert counted == {(NAME, "issued"): 2.0, (NAME, "failed"): 0.0}, counted
+    assert pebble.output().count("POST /order-plz") == 2 and len(proxy.orders) == 2
+
+
+def test_an_order_refused_as_already_replaced_is_placed_again_without_naming_the_certificate(start_server, acme_ca, ari, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    proxy = ari(pebble)
+    proxy.window = open_now_then_in_a_month
+    proxy.refuse_replaces = True
+    metrics_port = free_port()
+    server = start_server(APP, "--metrics-port", str(metrics_port), *acme_options(pebble, port, tmp_path / "acme", directory=proxy.directory))
+    root = pebble.root()
+    assert poll(lambda: len(proxy.cert_ids()) == 2, timeout=2 * ISSUANCE_TIMEOUT), server.output()[-4000:]
+    first_id, second_id = proxy.cert_ids()
+    assert poll(lambda: served_serial(port, root) == serial_of_cert_id(second_id), timeout=30), server.output()[-4000:]
+    assert [order.get("replaces") for order in proxy.orders] == [None, first_id, None], proxy.orders
+    line = log_line(server.output(), "the CA refused an order for test.example naming the certificate it replaces")
+    assert line and "urn:ietf:params:acme:error:alreadyReplaced" in line and line.endswith("ordering without naming it"), line
+    # The refused request is no failed order: the renewal went on at once.
+    assert orders(scrape(metrics_port)) == {(NAME, "issued"): 2.0, (NAME, "failed"): 0.0}
+    assert pebble.output().count("POST /order-plz") == 2
+
+
+def test_a_failing_renewal_information_endpoint_leaves_the_lifetime_rule_and_warns(start_server, acme_ca, ari, tmp_path):
+    port = free_port()
+    pebble = acme_ca(port)
+    proxy = ari(pebble)
+    proxy.failing = True
+    server = start_server(APP, *acme_options(pebble, port, tmp_path / "acme", directory=proxy.directory))
+    root = pebble.root()
+    first = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert first, server.output()[-4000:]
+    assert server.wait_for_output("ACME: no renewal information for test.example from the CA", timeout=30), server.output()[-4000:]
+    line = log_line(server.output(), "no renewal information for test.example from the CA")
+    assert " WARN " in line and "urn:ietf:params:acme:error:serverInternal" in line, line
+    # The lifetime rule: a third of the lifetime before the end, less up to a thirtieth of it (that this
+    # time does renew is test_a_short_lived_certificate_is_renewed_..., against a Pebble without renewalInfo).
+    not_before, not_after = not_before_after(first)
+    lifetime = not_after - not_before
+    renewal = instant(line.split("renewal stays at ", 1)[1].split(",", 1)[0])
+    assert not_after - lifetime / 3 - lifetime / 30 - 0.001 <= renewal <= not_after - lifetime / 3 + 0.001, (line, not_before, not_after)
+    assert pebble.output().count("POST /order-plz") == 1
+    # Asked again in a minute (then 2, 4... minutes), not at every poll of the manager.
+    (_, asked_at), = proxy.asked
+    asked_wall = time.time() - (time.monotonic() - asked_at)
+    again = instant(line.rsplit("asking again at ", 1)[1])
+    assert 55 <= again - asked_wall <= 65, (line, asked_wall)
 
 
 def test_a_failed_authorization_is_logged_with_the_ca_reason_and_backed_off(start_server, acme_ca, tmp_path):

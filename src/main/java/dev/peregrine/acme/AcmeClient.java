@@ -14,8 +14,10 @@ import org.shredzone.acme4j.Status;
 import org.shredzone.acme4j.challenge.TlsAlpn01Challenge;
 import org.shredzone.acme4j.connector.HttpConnector;
 import org.shredzone.acme4j.connector.NetworkSettings;
+import org.shredzone.acme4j.connector.Resource;
 import org.shredzone.acme4j.exception.AcmeException;
 import org.shredzone.acme4j.exception.AcmeNotSupportedException;
+import org.shredzone.acme4j.exception.AcmeRateLimitedException;
 import org.shredzone.acme4j.exception.AcmeServerException;
 import org.shredzone.acme4j.provider.GenericAcmeProvider;
 import org.shredzone.acme4j.util.KeyPairUtils;
@@ -53,9 +55,13 @@ final class AcmeClient {
         this.cache = cache;
     }
 
-    /** Orders a certificate for {@code name}; the tls-alpn-01 certificate is in the cache while the CA validates. */
-    CertifiedKey order(String name) throws IOException, AcmeException, InterruptedException {
-        Order order = login().newOrder().domain(name).create();
+    /**
+     * Orders a certificate for {@code name}; the tls-alpn-01 certificate is in the cache while the CA
+     * validates. {@code replacing}, the certificate in use (or null), is named in the order when the CA
+     * offers renewal information (RFC 9773 5), so that the CA can exempt the renewal from its rate limits.
+     */
+    CertifiedKey order(String name, CertifiedKey replacing) throws IOException, AcmeException, InterruptedException {
+        Order order = placeOrder(name, replacing);
         LOG.infof("ACME: order for %s placed (%s)", name, order.getLocation());
         for (Authorization authorization : order.getAuthorizations()) {
             if (authorization.getStatus() != Status.VALID) authorize(name, authorization);
@@ -72,17 +78,47 @@ final class AcmeClient {
         return new CertifiedKey(chain.toArray(X509Certificate[]::new), domainKey.getPrivate());
     }
 
-    /**
-     * The CA's suggested renewal window for {@code certified} (ACME Renewal Information, RFC 9773), or
-     * empty when the CA offers none.
-     */
-    Optional<Instant[]> renewalWindow(CertifiedKey certified) throws IOException, AcmeException {
+    private Order placeOrder(String name, CertifiedKey replacing) throws IOException, AcmeException {
+        Login login = login();
+        if (replacing == null || login.getSession().resourceUrlOptional(Resource.RENEWAL_INFO).isEmpty()) {
+            return login.newOrder().domain(name).create();
+        }
         try {
-            RenewalInfo info = login().bindRenewalInfo(certified.chain()[0]);
-            return Optional.of(new Instant[] {info.getSuggestedWindowStart(), info.getSuggestedWindowEnd()});
+            return login.newOrder().domain(name).replaces(replacing.chain()[0]).create();
+        } catch (AcmeServerException e) {
+            // Naming the certificate helps (a CA may exempt the renewal from its rate limits) but must
+            // never stop a renewal. A CA refuses it when an earlier order replaced that certificate
+            // already (alreadyReplaced: that order was finalized, but its certificate never reached the
+            // cache, a crash in between) or when it does not know the certificate (one from another CA
+            // left in the cache): named again, it would be refused at every attempt and the name never
+            // renewed. A rate limit is no such refusal.
+            if (e instanceof AcmeRateLimitedException) throw e;
+            LOG.infof("ACME: the CA refused an order for %s naming the certificate it replaces (serial %s): %s; ordering without naming it",
+                    name, replacing.serial(), describe(e));
+            return login.newOrder().domain(name).create();
+        }
+    }
+
+    /**
+     * The CA's renewal information for {@code certified} (RFC 9773), or empty when the CA offers none.
+     * The random time is drawn by acme4j between now (or the window's start) and the window's end
+     * less one poll of the manager, so that the poll still falls inside the window; a window already
+     * over gives now.
+     */
+    Optional<RenewalAdvice> renewalAdvice(CertifiedKey certified, Duration poll) throws IOException, AcmeException {
+        RenewalInfo info;
+        try {
+            info = login().bindRenewalInfo(certified.chain()[0]);
         } catch (AcmeNotSupportedException e) {
             return Optional.empty();
         }
+        Optional<Instant> retryAfter = info.fetch();
+        Instant start = info.getSuggestedWindowStart();
+        Instant end = info.getSuggestedWindowEnd();
+        // RFC 9773 4.2: such a window is invalid and counts as no answer.
+        if (!end.isAfter(start)) throw new AcmeException("the CA's renewal window ends (" + end + ") before it starts (" + start + ")");
+        Instant renewAt = info.getRandomProposal(poll).orElseGet(Instant::now);
+        return Optional.of(new RenewalAdvice(start, end, renewAt, retryAfter, info.getExplanation()));
     }
 
     private void authorize(String name, Authorization authorization) throws IOException, AcmeException, InterruptedException {

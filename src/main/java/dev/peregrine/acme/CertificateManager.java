@@ -18,6 +18,7 @@ import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -150,7 +151,8 @@ public final class CertificateManager {
 
     private void check(Domain domain) {
         refresh(domain);
-        if (domain.current != null && !domain.renewalInfoAsked) askRenewalInfo(domain);
+        if (domain.current != null && !Instant.now().isBefore(domain.askRenewalInfoAt)) askRenewalInfo(domain, Instant.now());
+        // After the CA's answer, which may have set the renewal to now.
         Instant now = Instant.now();
         if (domain.current != null && now.isBefore(domain.renewAt)) return;
         Backoff backoff = Backoff.read(cache.backoffFile(domain.name));
@@ -176,7 +178,7 @@ public final class CertificateManager {
     private void order(Domain domain, Backoff backoff) {
         LOG.infof("ACME: %s a certificate for %s from %s", domain.current == null ? "ordering" : "renewing", domain.name, settings.directory());
         try {
-            CertifiedKey certified = client.order(domain.name);
+            CertifiedKey certified = client.order(domain.name, domain.current);
             AcmeCache.write(cache.certificateFile(domain.name), certified);
             Files.deleteIfExists(cache.backoffFile(domain.name));
             refresh(domain);
@@ -199,20 +201,46 @@ public final class CertificateManager {
     }
 
     /**
-     * Once per certificate and process: when the CA offers renewal information, renewal happens at a
-     * random time of its window instead of at a third of the lifetime left. A CA that cannot answer
-     * leaves the third in place.
+     * Asks the CA when to renew (RFC 9773): right after a certificate is taken, then again when the CA's
+     * Retry-After says. A CA that offers no renewal information is not asked again for this
+     * certificate, and the third of the lifetime stays. A window seen before keeps the time chosen in
+     * it; a new one (the CA moved it, say before a mass revocation) gets a new time. A failed request
+     * keeps the time there is, and is tried again after 1, 2, 4... minutes, up to {@link RenewalAdvice#LATEST}.
      */
-    private void askRenewalInfo(Domain domain) {
-        domain.renewalInfoAsked = true;
+    private void askRenewalInfo(Domain domain, Instant now) {
+        CertifiedKey asked = domain.current;
+        Optional<RenewalAdvice> answer;
+        Exception failure = null;
         try {
-            client.renewalWindow(domain.current).ifPresent(window -> {
-                long span = Math.max(1, Duration.between(window[0], window[1]).toMillis());
-                domain.renewAt = window[0].plusMillis(ThreadLocalRandom.current().nextLong(span));
-                LOG.infof("ACME: the CA suggests renewing %s between %s and %s; renewal at %s", domain.name, window[0], window[1], domain.renewAt);
-            });
-        } catch (Exception e) { // AcmeException or IOException: the CA is unreachable or refuses
-            LOG.infof("ACME: no renewal information for %s (%s); renewal at %s", domain.name, AcmeClient.describe(e), domain.renewAt);
+            answer = client.renewalAdvice(asked, POLL);
+        } catch (Exception e) { // AcmeException or IOException (the CA unreachable or refusing), or a malformed answer
+            answer = Optional.empty();
+            failure = e;
+        }
+        synchronized (domains) {
+            // A scrape or SIGHUP may have taken a new certificate meanwhile: the answer is about the old one.
+            if (domain.current != asked) return;
+            if (failure != null) {
+                Duration wait = Duration.ofMinutes(1L << Math.min(domain.renewalInfoFailures++, 20));
+                if (wait.compareTo(RenewalAdvice.LATEST) > 0) wait = RenewalAdvice.LATEST;
+                domain.askRenewalInfoAt = now.plus(wait);
+                LOG.warnf("ACME: no renewal information for %s from the CA: %s; renewal stays at %s, asking again at %s",
+                        domain.name, AcmeClient.describe(failure), domain.renewAt, domain.askRenewalInfoAt);
+                return;
+            }
+            if (answer.isEmpty()) {
+                domain.askRenewalInfoAt = Instant.MAX;
+                return;
+            }
+            RenewalAdvice advice = answer.get();
+            domain.renewalInfoFailures = 0;
+            domain.askRenewalInfoAt = advice.nextCheck(now);
+            if (advice.sameWindow(domain.advice)) return;
+            domain.advice = advice;
+            domain.renewAt = advice.renewAt();
+            LOG.infof("ACME: the CA suggests renewing %s (serial %s) between %s and %s%s; renewal at %s",
+                    domain.name, asked.serial(), advice.start(), advice.end(),
+                    advice.explanation().map(url -> " (" + url + ")").orElse(""), domain.renewAt);
         }
     }
 
@@ -238,7 +266,9 @@ public final class CertificateManager {
                 boolean renewed = domain.current != null;
                 domain.current = certified;
                 domain.renewAt = renewalTime(certified);
-                domain.renewalInfoAsked = false;
+                domain.askRenewalInfoAt = Instant.EPOCH;
+                domain.renewalInfoFailures = 0;
+                domain.advice = null;
                 if (renewed) LOG.infof("ACME: new certificate for %s (serial %s) in use for new connections", domain.name, certified.serial());
             } catch (IOException e) {
                 // What is in memory (if anything) stays in use until the new certificate arrives.
@@ -262,7 +292,11 @@ public final class CertificateManager {
         final String name;
         volatile CertifiedKey current;
         Instant renewAt = Instant.EPOCH;
-        boolean renewalInfoAsked;
+        /** When to ask the CA for renewal information next; {@link Instant#MAX} when it offers none. */
+        Instant askRenewalInfoAt = Instant.EPOCH;
+        int renewalInfoFailures;
+        /** The CA's last answer for the current certificate, or null. */
+        RenewalAdvice advice;
         /** The time stamp of the cache file last read, or null to read it again. */
         FileTime stamp;
 
