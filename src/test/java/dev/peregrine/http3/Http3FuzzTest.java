@@ -447,7 +447,7 @@ class Http3FuzzTest {
             QuicSslContext serverTls = QuicSslContextBuilder.forServer(keys.getPrivate(), null, certificate)
                     .applicationProtocols(Http3.supportedApplicationProtocols()).build();
             server = Http3Setup.bind(serverGroup, "127.0.0.1", 0, false,
-                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication())));
+                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), null));
             address = (InetSocketAddress) server.localAddress();
 
             QuicSslContext clientTls = QuicSslContextBuilder.forClient().trustManager(InsecureTrustManagerFactory.INSTANCE)
