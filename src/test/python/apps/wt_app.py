@@ -15,6 +15,10 @@ WebTransport sessions (the path decides):
                           reason) until the disconnect
   /slow?id=I&ms=M         accepts, waits M ms without receiving, then records how many datagrams
                           are waiting to be received (until the first stream data arrives)
+  /serve?id=I             accepts, opens a bidirectional stream (sends "ping" on it) and a
+                          unidirectional one ("one way from the server", then its end); records
+                          every message and the IDs it got ("opened"); when the client ends the
+                          bidirectional stream, answers "done" and ends it too
   /fail                   accepts, then raises
 anything else: refused with 404.
 """
@@ -115,6 +119,22 @@ async def session(scope, receive, send):
                 break
             datagrams += 1
         record(sid, {"type": "datagrams", "count": datagrams, "then": message["type"]})
+    elif path == "/serve":
+        await send({"type": "webtransport.accept"})
+        bidi = await send({"type": "webtransport.stream.open", "bidirectional": True})
+        uni = await send({"type": "webtransport.stream.open", "bidirectional": False})
+        record(sid, {"type": "opened", "bidirectional": bidi, "unidirectional": uni})
+        await send({"type": "webtransport.stream.send", "stream": bidi, "data": b"ping"})
+        await send({"type": "webtransport.stream.send", "stream": uni, "data": b"one way from the server",
+                    "end_stream": True})
+        while True:
+            message = await receive()
+            record(sid, summary(message))
+            if message["type"] == "webtransport.disconnect":
+                return
+            if message["type"] == "webtransport.stream.receive" and message["end_stream"]:
+                await send({"type": "webtransport.stream.send", "stream": message["stream"], "data": b"done",
+                            "end_stream": True})
     elif path == "/fail":
         await send({"type": "webtransport.accept"})
         raise RuntimeError("the application failed on purpose")

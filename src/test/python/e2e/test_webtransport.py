@@ -1,5 +1,5 @@
 """WebTransport over HTTP/3 end to end (docs/WEBTRANSPORT.md): sessions accepted and refused, the
-ASGI scope, bidirectional streams both ways, unidirectional streams from the client, datagrams both
+ASGI scope, bidirectional and unidirectional streams opened by either side, datagrams both
 ways and their bound, the close capsule both ways, and the refusal for WSGI applications.
 
 The client is headless Chromium (``chromium.py``), whose page runs ``new WebTransport(url,
@@ -294,6 +294,36 @@ def test_unidirectional_stream_from_the_client(page, server, wt_cert):
     assert received[-1]["end_stream"] is True
     assert len({x["stream"] for x in received}) == 1
     assert received[0]["stream"] % 4 == 2  # a client-initiated unidirectional QUIC stream
+
+
+def test_streams_the_server_opens(page, server, wt_cert):
+    sid = new_id()
+    result = run(page, wt_cert, """
+      const wt = open("/serve?id=%s");
+      await wt.ready;
+      const uni = (await wt.incomingUnidirectionalStreams.getReader().read()).value;
+      const oneWay = H.text(await H.readAll(uni));
+      const bidi = (await wt.incomingBidirectionalStreams.getReader().read()).value;
+      const reader = bidi.readable.getReader();
+      let first = "";
+      while (first.length < 4) first += H.text((await reader.read()).value);
+      const w = bidi.writable.getWriter();
+      await w.write(H.bytes("pong"));
+      await w.close();
+      let rest = "";
+      for (;;) { const {value, done} = await reader.read(); if (done) break; rest += H.text(value); }
+      wt.close();
+      return {oneWay, first, rest};
+    """ % sid)
+    assert result == {"oneWay": "one way from the server", "first": "ping", "rest": "done"}
+    got = events(server, sid, lambda e: any(x["type"] == "webtransport.disconnect" for x in e))
+    opened = got[0]
+    assert opened["type"] == "opened"
+    assert opened["bidirectional"] % 4 == 1 and opened["unidirectional"] % 4 == 3  # server-initiated QUIC streams
+    received = [x for x in got if x["type"] == "webtransport.stream.receive"]
+    assert "".join(x["data"] for x in received) == "pong"
+    assert {x["stream"] for x in received} == {opened["bidirectional"]}
+    assert received[-1]["end_stream"] is True
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ final class AsgiMessages {
     final MemorySegment stream = Py.internedStr("stream");
     final MemorySegment data = Py.internedStr("data");
     final MemorySegment endStream = Py.internedStr("end_stream");
+    final MemorySegment bidirectional = Py.internedStr("bidirectional");
     final MemorySegment wtConnect = Py.internedStr("webtransport.connect");
     final MemorySegment wtStreamReceive = Py.internedStr("webtransport.stream.receive");
     final MemorySegment wtStreamReset = Py.internedStr("webtransport.stream.reset");
@@ -48,6 +49,7 @@ final class AsgiMessages {
     static final MemorySegment WT_CLOSE = constant("webtransport.close");
     static final MemorySegment WT_STREAM_SEND = constant("webtransport.stream.send");
     static final MemorySegment WT_DATAGRAM_SEND = constant("webtransport.datagram.send");
+    static final MemorySegment WT_STREAM_OPEN = constant("webtransport.stream.open");
 
     private static MemorySegment constant(String text) {
         return CONSTANTS.allocateFrom(text, StandardCharsets.US_ASCII).asSlice(0, text.length());

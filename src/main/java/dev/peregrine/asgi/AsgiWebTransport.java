@@ -16,6 +16,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 
 /**
  * One ASGI WebTransport session (Peregrine's extension, docs/WEBTRANSPORT.md): what the client sent that
@@ -38,6 +39,8 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
 
     private final WebTransportSession session;
     private final ArrayDeque<Incoming> incoming = new ArrayDeque<>(4);
+    /** The futures of stream openings not yet answered (our references to them). */
+    private final ArrayList<MemorySegment> opening = new ArrayList<>(1);
     private State state = State.CONNECTING;
     private boolean connectReceived;
     /** The close code once the session is over, else -1. */
@@ -134,6 +137,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_SEND)) return sendOnStream(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_DATAGRAM_SEND)) return sendDatagram(message, m);
+        if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_OPEN)) return openStream(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_ACCEPT)) return accept(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_CLOSE)) return close(message, m);
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
@@ -172,6 +176,25 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         MemorySegment endObject = Py.dictGet(message, m.endStream);
         session.send(stream, data, endObject != null && Py.isTrue(endObject), owner.batch());
         return session.writable() ? owner.completed() : waitUntilWritable(session::whenWritable);
+    }
+
+    /**
+     * {@code webtransport.stream.open}: the future the application awaits holds the new stream's ID, or
+     * None when it could not be opened. That is the one place where awaiting send() gives a value: the
+     * application needs the ID to send on the stream, and only the I/O thread learns it.
+     */
+    private MemorySegment openStream(MemorySegment message, AsgiMessages m) {
+        expect(State.ACCEPTED, "webtransport.stream.open");
+        if (closeCode >= 0) throw closed();
+        MemorySegment bidirectionalObject = Py.dictGet(message, m.bidirectional);
+        boolean bidirectional = bidirectionalObject == null || Py.isNone(bidirectionalObject) || Py.isTrue(bidirectionalObject);
+        MemorySegment future = owner.newFuture();
+        opening.add(future);
+        session.openStream(bidirectional, id -> owner.post(() -> {
+            if (!opening.remove(future)) return; // the call ended meanwhile, and released it
+            owner.resolve(future, id < 0 ? Py.newRef(Py.None) : Py.integer(id));
+        }), owner.batch());
+        return Py.newRef(future);
     }
 
     private MemorySegment sendDatagram(MemorySegment message, AsgiMessages m) {
@@ -248,5 +271,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         state = State.CLOSED;
         for (Incoming event : incoming) release(event);
         incoming.clear();
+        for (MemorySegment future : opening) Py.decRef(future);
+        opening.clear();
     }
 }

@@ -21,6 +21,7 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.incubator.codec.http3.DefaultHttp3Headers;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
+import io.netty.incubator.codec.quic.QuicStreamType;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -28,6 +29,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongConsumer;
 
 /**
  * One WebTransport session (draft-ietf-webtrans-http3-02, as Chromium speaks it) on the CONNECT stream
@@ -178,6 +180,32 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
                 return;
             }
             target.write(data, end);
+        }, batch);
+    }
+
+    @Override
+    public void openStream(boolean bidirectional, LongConsumer opened, WakeupBatch batch) {
+        out.run(() -> {
+            if (closed || !accepted || streams.size() >= MAX_STREAMS) {
+                opened.accept(-1);
+                return;
+            }
+            WebTransportStream stream = new WebTransportStream(connection, this, bidirectional);
+            connection.quic().createStream(bidirectional ? QuicStreamType.BIDIRECTIONAL : QuicStreamType.UNIDIRECTIONAL, stream)
+                    .addListener(future -> {
+                        if (!future.isSuccess() || closed) {
+                            if (future.isSuccess()) ((QuicStreamChannel) future.getNow()).close();
+                            opened.accept(-1);
+                            return;
+                        }
+                        QuicStreamChannel created = (QuicStreamChannel) future.getNow();
+                        streams.put(created.streamId(), stream);
+                        ByteBuf header = created.alloc().buffer(16);
+                        Varint.write(header, bidirectional ? ExtendedConnect.WEBTRANSPORT_STREAM : WebTransportStream.UNIDIRECTIONAL_TYPE);
+                        Varint.write(header, id());
+                        created.writeAndFlush(header);
+                        opened.accept(created.streamId());
+                    });
         }, batch);
     }
 

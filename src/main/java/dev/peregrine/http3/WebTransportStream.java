@@ -10,9 +10,10 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 
 /**
- * A WebTransport stream the client opened, bidirectional (after its WEBTRANSPORT_STREAM signal) or
- * unidirectional (after its stream type 0x54): the session ID that follows, then raw bytes both ways.
- * It is read only while its session's application keeps up ({@link Http3WebTransport#mayRead}).
+ * A WebTransport stream. One the client opened, bidirectional (after its WEBTRANSPORT_STREAM signal) or
+ * unidirectional (after its stream type 0x54), starts with the session ID, then raw bytes; one the
+ * server opened belongs to its session from the start. It is read only while its session's
+ * application keeps up ({@link Http3WebTransport#mayRead}).
  */
 final class WebTransportStream extends ChannelInboundHandlerAdapter {
     /** The unidirectional stream type of WebTransport (draft-ietf-webtrans-http3-02 4.1). */
@@ -29,9 +30,18 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
     private ByteBuf header;
     private boolean inputEnded;
 
+    /** A stream the client opened; {@code writable}: bidirectional. Its session is named by its first bytes. */
     WebTransportStream(Http3Connection connection, boolean writable) {
         this.connection = connection;
         this.writable = writable;
+    }
+
+    /** A stream the server opens for {@code session}; a unidirectional one is never read. */
+    WebTransportStream(Http3Connection connection, Http3WebTransport session, boolean bidirectional) {
+        this.connection = connection;
+        this.session = session;
+        this.writable = true;
+        this.inputEnded = !bidirectional;
     }
 
     QuicStreamChannel channel() {
@@ -42,6 +52,13 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
     public void handlerAdded(ChannelHandlerContext ctx) {
         this.ctx = ctx;
         ctx.channel().config().setAutoRead(false);
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        // A stream the server opened: the client's side of a bidirectional one is read from the start.
+        if (session != null && !inputEnded) ctx.read();
+        ctx.fireChannelActive();
     }
 
     @Override

@@ -6,6 +6,7 @@ import dev.peregrine.http.WakeupBatch;
 import io.netty.buffer.ByteBuf;
 
 import java.net.InetSocketAddress;
+import java.util.function.LongConsumer;
 
 /**
  * One WebTransport session as its application adapter sees it, whatever carries it. The methods that
@@ -31,6 +32,13 @@ public interface WebTransportSession {
 
     /** Sends on a stream; {@code end} finishes it (FIN). Takes ownership of {@code data}. */
     void send(long stream, ByteBuf data, boolean end, WakeupBatch batch);
+
+    /**
+     * Opens a stream from the server (draft-02's stream header is written first); {@code opened} gets its
+     * ID on the I/O thread, or -1 when it cannot be opened (the session is over, or the client's limit of
+     * streams is reached).
+     */
+    void openStream(boolean bidirectional, LongConsumer opened, WakeupBatch batch);
 
     /** Sends one datagram, dropped silently when it does not fit or the peer is slow: datagrams are unreliable. */
     void sendDatagram(ByteBuf data, WakeupBatch batch);
