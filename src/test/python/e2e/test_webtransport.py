@@ -23,7 +23,7 @@ import pytest
 
 import chromium
 from chromium import DevToolsError
-from conftest import poll
+from conftest import assert_clean_exit, poll
 from test_http3 import free_udp_port
 
 pytestmark = pytest.mark.peregrine_only
@@ -73,8 +73,11 @@ true
 
 
 def pattern(size):
-    """The bytes __wt.pattern(size) makes in the page."""
-    return bytes((i * 7 + (i >> 8)) & 0xFF for i in range(size))
+    """The bytes __wt.pattern(size) makes in the page: byte i is (7 i + i // 256) mod 256, made a
+    256-byte block at a time (block b is the same as block b mod 256)."""
+    blocks = [bytes((7 * j + b) & 0xFF for j in range(256)) for b in range(256)]
+    whole = b"".join(blocks[b & 0xFF] for b in range(size >> 8))
+    return whole + bytes((7 * i + (i >> 8)) & 0xFF for i in range(len(whole), size))
 
 
 @pytest.fixture(scope="module")
@@ -241,8 +244,9 @@ def test_failing_application_closes_the_session(page, wt_cert):
 # Streams
 
 
-def test_bidirectional_echo_of_a_megabyte(page, wt_cert):
-    size = 1 << 20
+def test_bidirectional_echo_of_ten_mebibytes(page, wt_cert):
+    """More than the session's buffer and the stream windows: paced by flow control both ways."""
+    size = 10 << 20
     result = run(page, wt_cert, """
       const wt = open("/echo");
       await wt.ready;
@@ -255,7 +259,7 @@ def test_bidirectional_echo_of_a_megabyte(page, wt_cert):
       await writing;
       wt.close();
       return {length: back.length, sha256: await H.digest(back)};
-    """ % size, timeout=60)
+    """ % size, timeout=90)
     assert result == {"length": size, "sha256": hashlib.sha256(pattern(size)).hexdigest()}
 
 
@@ -275,6 +279,24 @@ def test_several_streams_at_once(page, wt_cert):
       return all;
     """)
     assert result == ["stream %d" % i for i in range(8)]
+
+
+def test_many_sessions_at_once(page, wt_cert):
+    result = run(page, wt_cert, """
+      const one = async i => {
+        const wt = open("/echo?n=" + i);
+        await wt.ready;
+        const s = await wt.createBidirectionalStream();
+        const w = s.writable.getWriter();
+        await w.write(H.bytes("session " + i));
+        await w.close();
+        const back = H.text(await H.readAll(s.readable));
+        wt.close();
+        return back;
+      };
+      return await Promise.all(Array.from({length: 12}, (_, i) => one(i)));
+    """, timeout=60)
+    assert result == ["session %d" % i for i in range(12)]
 
 
 def test_unidirectional_stream_from_the_client(page, server, wt_cert):
@@ -411,6 +433,19 @@ def test_a_client_that_goes_away_disconnects(browser, server, wt_cert):
     page.close()
     got = events(server, sid, lambda e: any(x["type"] == "webtransport.disconnect" for x in e), timeout=40)
     assert got[-1]["type"] == "webtransport.disconnect"
+
+
+def test_drain_closes_open_sessions(browser, start_server, wt_cert):
+    server = start_wt(start_server, wt_cert)
+    page = open_page(browser, server)
+    try:
+        run(page, wt_cert, 'window.__kept = open("/record?id=drain"); await window.__kept.ready; return true;')
+        server.terminate()
+        result = run(page, wt_cert, "return await window.__kept.closed.then(v => v, e => ({error: String(e)}));")
+        assert result == {"closeCode": 0, "reason": "the server is shutting down"}
+        assert_clean_exit(server, server.stop())
+    finally:
+        page.close()
 
 
 # ---------------------------------------------------------------------------
