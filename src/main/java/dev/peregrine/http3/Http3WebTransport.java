@@ -315,9 +315,11 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     }
 
     private void resumeReading() {
-        if (unconsumed.get() >= SESSION_BUFFER) return;
-        for (WebTransportStream stream : paused) stream.resume();
+        if (unconsumed.get() >= SESSION_BUFFER || paused.isEmpty()) return;
+        // Emptied first: a stream's read may deliver at once, and pause it (or another) again.
+        WebTransportStream[] resumed = paused.toArray(new WebTransportStream[0]);
         paused.clear();
+        for (WebTransportStream stream : resumed) stream.resume();
     }
 
     void datagram(ByteBuf payload) {
@@ -379,7 +381,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             while ((capsule = Capsules.next(capsules)) != null) {
                 if (capsule instanceof Capsules.Close close) {
                     // The client closed the session: the server's side of the stream ends too.
-                    channel.shutdownOutput();
+                    endOutput();
                     end(close.code(), close.reason());
                     return;
                 }
@@ -400,10 +402,22 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
         if (evt instanceof ChannelInputShutdownEvent && !closed) {
             // A FIN without a close capsule closes the session with code 0 (draft-ietf-webtrans-http3-02 5).
-            if (channel.isActive()) channel.shutdownOutput();
+            endOutput();
             end(0, "");
         }
         ctx.fireUserEventTriggered(evt);
+    }
+
+    /**
+     * Ends the server's side of the CONNECT stream (FIN), in a task of its own: when the client's end of
+     * input is being reported, Netty's QUIC closes a stream whose output is shut down as soon as that
+     * report returns, and the FIN, not yet sent, was then lost (found by Http3FuzzTest: the client waited
+     * for it forever).
+     */
+    private void endOutput() {
+        ctx.executor().execute(() -> {
+            if (channel.isActive() && !channel.isOutputShutdown()) channel.shutdownOutput();
+        });
     }
 
     @Override
