@@ -38,8 +38,6 @@ final class ScopeBuilder {
     private final MemorySegment kSubprotocols = Py.internedStr("subprotocols");
     private final MemorySegment kExtensions = Py.internedStr("extensions");
     private final MemorySegment kWebTransport = Py.internedStr("webtransport");
-    /** What a WebTransport scope advertises: the extension itself, so that an application can tell a server that has it. */
-    private final MemorySegment webTransportExtensions = Py.newDict();
     /** What a WebSocket scope advertises: the denial response, so that frameworks let applications send one. */
     private final MemorySegment webSocketExtensions = Py.newDict();
     /** What an HTTP scope advertises: http.response.pathsend, a file the server sends itself (sendfile where it can). */
@@ -62,7 +60,6 @@ final class ScopeBuilder {
         Py.dictSetSteal(template, Py.internedStr("root_path"), Py.str(rootPath));
         Py.dictSetSteal(webSocketExtensions, Py.internedStr("websocket.http.response"), Py.newDict());
         Py.dictSetSteal(httpExtensions, Py.internedStr("http.response.pathsend"), Py.newDict());
-        Py.dictSetSteal(webTransportExtensions, Py.internedStr("webtransport"), Py.newDict());
     }
 
     /** The lifespan state, shallow-copied into every request's scope. */
@@ -95,8 +92,9 @@ final class ScopeBuilder {
         MemorySegment scope = common(session.head(), session.httpVersion(), session.scheme(), session.remoteAddress(),
                 session.localAddress());
         Py.dictSet(scope, kType, kWebTransport);
-        MemorySegment extensions = Py.dictCopy(webTransportExtensions);
-        Py.dictSetSteal(extensions, kWebTransport, Py.newDict()); // a dict of its own per session: applications may write into it
+        // The extension itself, so that an application can tell a server that has it; a dict of its own per session.
+        MemorySegment extensions = Py.newDict();
+        Py.dictSetSteal(extensions, kWebTransport, Py.newDict());
         Py.dictSetSteal(scope, kExtensions, extensions);
         return scope;
     }
