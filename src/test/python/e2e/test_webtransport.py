@@ -1,5 +1,5 @@
 """WebTransport over HTTP/3 end to end (docs/WEBTRANSPORT.md): sessions accepted and refused, the
-ASGI scope, bidirectional and unidirectional streams opened by either side, datagrams both
+ASGI scope, bidirectional and unidirectional streams opened by either side, the client's stream reset, datagrams both
 ways and their bound, the close capsule both ways, and the refusal for WSGI applications.
 
 The client is headless Chromium (``chromium.py``), whose page runs ``new WebTransport(url,
@@ -346,6 +346,23 @@ def test_streams_the_server_opens(page, server, wt_cert):
     assert "".join(x["data"] for x in received) == "pong"
     assert {x["stream"] for x in received} == {opened["bidirectional"]}
     assert received[-1]["end_stream"] is True
+
+
+def test_a_stream_the_client_resets_is_reported(page, server, wt_cert):
+    sid = new_id()
+    run(page, wt_cert, """
+      const wt = open("/record?id=%s");
+      await wt.ready;
+      const s = await wt.createUnidirectionalStream();
+      const w = s.getWriter();
+      await w.write(H.bytes("partial"));
+      await w.abort(new WebTransportError({streamErrorCode: 5}));
+      return true;
+    """ % sid)
+    got = events(server, sid, lambda e: any(x["type"] == "webtransport.stream.reset" for x in e))
+    reset = [x for x in got if x["type"] == "webtransport.stream.reset"]
+    assert len(reset) == 1 and reset[0]["stream"] % 4 == 2
+    assert not any(x.get("end_stream") for x in got), "a reset stream was reported as ended"
 
 
 # ---------------------------------------------------------------------------
