@@ -50,7 +50,7 @@ class LayeringTest {
                 .layer("transports").definedBy(TRANSPORTS)
                 .layer("adapters").definedBy("dev.peregrine.asgi..", "dev.peregrine.wsgi..")
                 .layer("edge").definedBy("dev.peregrine.edge..", "dev.peregrine.ops")
-                .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.app..", "dev.peregrine.tls..", "dev.peregrine.acme..")
+                .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.webtransport..", "dev.peregrine.app..", "dev.peregrine.tls..", "dev.peregrine.acme..")
                 .layer("core").definedBy("dev.peregrine.http")
                 .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..", "dev.peregrine.shared..")
                 .layer("config").definedBy("dev.peregrine.config..")
@@ -85,7 +85,8 @@ class LayeringTest {
     void thePythonBridgeImportsNoTransport() {
         ArchRule rule = noClasses().that().resideInAPackage("dev.peregrine.python..")
                 .should().dependOnClassesThat().resideInAnyPackage("dev.peregrine.http..", "dev.peregrine.http1..",
-                        "dev.peregrine.http2..", "dev.peregrine.http3..", "dev.peregrine.websocket..", "dev.peregrine.server..");
+                        "dev.peregrine.http2..", "dev.peregrine.http3..", "dev.peregrine.websocket..", "dev.peregrine.webtransport..",
+                        "dev.peregrine.server..");
         rule.check(classes);
     }
 

@@ -2,6 +2,7 @@ package dev.peregrine.app;
 
 import dev.peregrine.http.Application;
 import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.webtransport.WebTransportApplication;
 
 /** An application adapter (ASGI or WSGI) with the life cycle the server drives. */
 public interface ServedApplication extends Application {
@@ -13,6 +14,11 @@ public interface ServedApplication extends Application {
 
     /** Where WebSocket upgrades go, or null when the application cannot take them (they get 501). */
     default WebSocketApplication webSockets() {
+        return null;
+    }
+
+    /** Where WebTransport sessions go, or null when the application cannot take them (they get 501). */
+    default WebTransportApplication webTransport() {
         return null;
     }
 

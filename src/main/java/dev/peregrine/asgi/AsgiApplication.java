@@ -11,6 +11,8 @@ import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.python.PythonRaise;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
+import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.webtransport.WebTransportSession;
 import org.jboss.logging.Logger;
 
 import java.lang.foreign.MemorySegment;
@@ -192,6 +194,18 @@ public final class AsgiApplication implements ServedApplication {
         connection.start(socket);
         long ready = metrics.clock();
         wakeup.post(() -> begin(socket, ready));
+    }
+
+    @Override
+    public WebTransportApplication webTransport() {
+        return this::dispatchWebTransport;
+    }
+
+    private void dispatchWebTransport(WebTransportSession session) {
+        AsgiWebTransport call = new AsgiWebTransport(this, session);
+        session.start(call);
+        long ready = metrics.clock();
+        wakeup.post(() -> begin(call, ready));
     }
 
     void post(Runnable task) {

@@ -7,12 +7,12 @@ import java.lang.foreign.MemorySegment;
 import java.util.function.Consumer;
 
 /**
- * One call of the application the loop runs, an HTTP request or a WebSocket connection: what its
+ * One call of the application the loop runs, an HTTP request, a WebSocket connection or a WebTransport session: what its
  * bound {@code receive} and {@code send} reach, and how it ends. This class keeps what both kinds share:
  * the futures the application waits on, the task running it, and the order of the ending. Python
  * thread only, except where a subclass says otherwise.
  */
-abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket {
+abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransport {
     final AsgiApplication owner;
     /** The application's task has ended: what arrives later is dropped. */
     boolean ended;

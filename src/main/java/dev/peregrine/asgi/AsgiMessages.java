@@ -26,6 +26,15 @@ final class AsgiMessages {
     final MemorySegment wsConnect = Py.internedStr("websocket.connect");
     final MemorySegment wsReceive = Py.internedStr("websocket.receive");
     final MemorySegment wsDisconnect = Py.internedStr("websocket.disconnect");
+    final MemorySegment stream = Py.internedStr("stream");
+    final MemorySegment data = Py.internedStr("data");
+    final MemorySegment endStream = Py.internedStr("end_stream");
+    final MemorySegment bidirectional = Py.internedStr("bidirectional");
+    final MemorySegment wtConnect = Py.internedStr("webtransport.connect");
+    final MemorySegment wtStreamReceive = Py.internedStr("webtransport.stream.receive");
+    final MemorySegment wtStreamReset = Py.internedStr("webtransport.stream.reset");
+    final MemorySegment wtDatagramReceive = Py.internedStr("webtransport.datagram.receive");
+    final MemorySegment wtDisconnect = Py.internedStr("webtransport.disconnect");
 
     private static final Arena CONSTANTS = Arena.global();
     static final MemorySegment RESPONSE_START = CONSTANTS.allocateFrom("http.response.start", StandardCharsets.US_ASCII).asSlice(0, 19);
@@ -36,6 +45,11 @@ final class AsgiMessages {
     static final MemorySegment WS_CLOSE = constant("websocket.close");
     static final MemorySegment WS_RESPONSE_START = constant("websocket.http.response.start");
     static final MemorySegment WS_RESPONSE_BODY = constant("websocket.http.response.body");
+    static final MemorySegment WT_ACCEPT = constant("webtransport.accept");
+    static final MemorySegment WT_CLOSE = constant("webtransport.close");
+    static final MemorySegment WT_STREAM_SEND = constant("webtransport.stream.send");
+    static final MemorySegment WT_DATAGRAM_SEND = constant("webtransport.datagram.send");
+    static final MemorySegment WT_STREAM_OPEN = constant("webtransport.stream.open");
 
     private static MemorySegment constant(String text) {
         return CONSTANTS.allocateFrom(text, StandardCharsets.US_ASCII).asSlice(0, text.length());
@@ -72,6 +86,44 @@ final class AsgiMessages {
     MemorySegment webSocketDisconnect(int closeCode, String closeReason) {
         MemorySegment message = Py.newDict();
         Py.dictSet(message, type, wsDisconnect);
+        Py.dictSetSteal(message, code, Py.integer(closeCode));
+        Py.dictSetSteal(message, reason, Py.str(closeReason));
+        return message;
+    }
+
+    /** {"type": type} */
+    MemorySegment ofType(MemorySegment messageType) {
+        MemorySegment message = Py.newDict();
+        Py.dictSet(message, type, messageType);
+        return message;
+    }
+
+    /** {"type": "webtransport.stream.receive", "stream": id, "data": data, "end_stream": end}; steals data. */
+    MemorySegment webTransportStream(long streamId, MemorySegment bytesObject, boolean end) {
+        MemorySegment message = ofType(wtStreamReceive);
+        Py.dictSetSteal(message, stream, Py.integer(streamId));
+        Py.dictSetSteal(message, data, bytesObject);
+        Py.dictSet(message, endStream, end ? Py.True : Py.False);
+        return message;
+    }
+
+    /** {"type": "webtransport.stream.reset", "stream": id, "code": code} */
+    MemorySegment webTransportReset(long streamId, long errorCode) {
+        MemorySegment message = ofType(wtStreamReset);
+        Py.dictSetSteal(message, stream, Py.integer(streamId));
+        Py.dictSetSteal(message, code, Py.integer(errorCode));
+        return message;
+    }
+
+    /** {"type": "webtransport.datagram.receive", "data": data}; steals data. */
+    MemorySegment webTransportDatagram(MemorySegment bytesObject) {
+        MemorySegment message = ofType(wtDatagramReceive);
+        Py.dictSetSteal(message, data, bytesObject);
+        return message;
+    }
+
+    MemorySegment webTransportDisconnect(long closeCode, String closeReason) {
+        MemorySegment message = ofType(wtDisconnect);
         Py.dictSetSteal(message, code, Py.integer(closeCode));
         Py.dictSetSteal(message, reason, Py.str(closeReason));
         return message;

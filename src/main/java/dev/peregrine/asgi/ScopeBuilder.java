@@ -10,6 +10,7 @@ import dev.peregrine.python.Py;
 import io.netty.util.NetUtil;
 
 import dev.peregrine.websocket.WebSocketConnection;
+import dev.peregrine.webtransport.WebTransportSession;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;
@@ -36,6 +37,7 @@ final class ScopeBuilder {
     private final MemorySegment kWebSocket = Py.internedStr("websocket");
     private final MemorySegment kSubprotocols = Py.internedStr("subprotocols");
     private final MemorySegment kExtensions = Py.internedStr("extensions");
+    private final MemorySegment kWebTransport = Py.internedStr("webtransport");
     /** What a WebSocket scope advertises: the denial response, so that frameworks let applications send one. */
     private final MemorySegment webSocketExtensions = Py.newDict();
     /** What an HTTP scope advertises: http.response.pathsend, a file the server sends itself (sendfile where it can). */
@@ -82,6 +84,18 @@ final class ScopeBuilder {
         for (int i = 0; i < offered.size(); i++) Py.listSetSteal(subprotocols, i, Py.str(offered.get(i)));
         Py.dictSetSteal(scope, kSubprotocols, subprotocols);
         Py.dictSetSteal(scope, kExtensions, Py.dictCopy(webSocketExtensions));
+        return scope;
+    }
+
+    /** The scope of a WebTransport session (docs/WEBTRANSPORT.md): no method, scheme https. */
+    MemorySegment buildWebTransport(WebTransportSession session) {
+        MemorySegment scope = common(session.head(), session.httpVersion(), session.scheme(), session.remoteAddress(),
+                session.localAddress());
+        Py.dictSet(scope, kType, kWebTransport);
+        // The extension itself, so that an application can tell a server that has it; a dict of its own per session.
+        MemorySegment extensions = Py.newDict();
+        Py.dictSetSteal(extensions, kWebTransport, Py.newDict());
+        Py.dictSetSteal(scope, kExtensions, extensions);
         return scope;
     }
 

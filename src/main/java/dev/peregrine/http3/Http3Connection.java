@@ -3,6 +3,9 @@ package dev.peregrine.http3;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.Connections;
+import dev.peregrine.webtransport.Varint;
+import dev.peregrine.webtransport.WebTransportApplication;
+import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -17,6 +20,8 @@ import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.LinkedHashSet;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -25,6 +30,8 @@ import java.util.concurrent.TimeUnit;
  * One QUIC connection carrying HTTP/3: what its request streams share (the peer, the settings), the
  * count against --max-connections, --keep-alive for a connection without requests, --request-timeout
  * for a request body that stalls, and the drain (GOAWAY, then close once the open requests are done).
+ * It also knows the connection's WebTransport sessions, by the ID of their CONNECT stream, to which
+ * their streams and datagrams are sent.
  */
 final class Http3Connection extends ChannelInboundHandlerAdapter {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
@@ -36,7 +43,10 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     final Connections connections;
     final int spareBytes;
     final int spareHeaders;
+    /** Where WebTransport sessions go; null when the application cannot take them (they get 501). */
+    final WebTransportApplication webTransport;
     private final Set<Http3Stream> streams = new LinkedHashSet<>();
+    private final Map<Long, Http3WebTransport> sessions = new HashMap<>();
 
     private ChannelHandlerContext ctx;
     private QuicChannel quic;
@@ -50,8 +60,9 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     private boolean draining;
     private boolean closed;
 
-    Http3Connection(RequestCore core) {
+    Http3Connection(RequestCore core, WebTransportApplication webTransport) {
         this.core = core;
+        this.webTransport = webTransport;
         this.settings = core.settings();
         this.connections = core.connections();
         this.spareBytes = core.spareBytes();
@@ -96,6 +107,13 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
      */
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        if (msg instanceof ByteBuf datagram) {
+            datagramRead(datagram);
+            return;
+        }
+        if (msg instanceof QuicStreamChannel stream && stream.type() == QuicStreamType.BIDIRECTIONAL) {
+            stream.pipeline().addFirst(new ExtendedConnect(this));
+        }
         if (msg instanceof QuicStreamChannel stream && stream.type() == QuicStreamType.UNIDIRECTIONAL) {
             stream.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                 @Override
@@ -114,6 +132,8 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
         if (timer != null) timer.cancel(false);
         for (Http3Stream stream : new ArrayList<>(streams)) stream.connectionClosed();
         streams.clear();
+        for (Http3WebTransport session : new ArrayList<>(sessions.values())) session.connectionClosed();
+        sessions.clear();
         ctx.fireChannelInactive();
     }
 
@@ -134,11 +154,63 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
 
     void ended(Http3Stream stream) {
         lastActivity = System.nanoTime();
-        if (streams.remove(stream) && draining && streams.isEmpty()) closeWhenStillIdle();
+        if (streams.remove(stream) && draining && idle()) closeWhenStillIdle();
     }
 
     void touched() {
         lastActivity = System.nanoTime();
+    }
+
+    QuicChannel quic() {
+        return quic;
+    }
+
+    /** A WebTransport session began on its CONNECT stream; false when the connection no longer takes any. */
+    boolean sessionOpened(Http3WebTransport session) {
+        lastActivity = System.nanoTime();
+        long id = session.id();
+        lastStreamId = Math.max(lastStreamId, id);
+        if (closed || draining || sessions.size() >= Http3Setup.MAX_SESSIONS) return false;
+        sessions.put(id, session);
+        return true;
+    }
+
+    void sessionEnded(Http3WebTransport session) {
+        lastActivity = System.nanoTime();
+        if (sessions.remove(session.id()) != null && draining && idle()) closeWhenStillIdle();
+    }
+
+    Http3WebTransport session(long connectStreamId) {
+        return sessions.get(connectStreamId);
+    }
+
+    /** A QUIC datagram: HTTP datagrams (RFC 9297) name their session by a quarter stream ID; others are dropped. */
+    private void datagramRead(ByteBuf datagram) {
+        lastActivity = System.nanoTime();
+        if (!Varint.readable(datagram)) {
+            datagram.release();
+            return;
+        }
+        long quarter = Varint.read(datagram);
+        Http3WebTransport session = quarter <= Varint.MAX / 4 ? sessions.get(quarter * 4) : null;
+        if (session == null) datagram.release();
+        else session.datagram(datagram);
+    }
+
+    void sendDatagram(ByteBuf datagram) {
+        // A datagram larger than the path takes fails its write: datagrams are unreliable, it is dropped.
+        quic.writeAndFlush(datagram).addListener(future -> {
+            if (!future.isSuccess()) LOG.debugf("HTTP/3 datagram to %s dropped: %s", peer, future.cause());
+        });
+    }
+
+    /** A protocol error on a stream the codec no longer sees: the connection is closed with {@code code}. */
+    void closeWith(Http3ErrorCode code) {
+        close(code);
+    }
+
+    private boolean idle() {
+        return streams.isEmpty() && sessions.isEmpty();
     }
 
     private void startDraining() {
@@ -149,12 +221,13 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
             // Requests up to the last one seen are served; later ones the client retries elsewhere (RFC 9114 5.2).
             control.writeAndFlush(new DefaultHttp3GoAwayFrame(lastStreamId < 0 ? 0 : lastStreamId + 4));
         }
-        if (streams.isEmpty()) closeWhenStillIdle();
+        for (Http3WebTransport session : new ArrayList<>(sessions.values())) session.drain();
+        if (idle()) closeWhenStillIdle();
     }
 
     private void closeWhenStillIdle() {
         ctx.executor().schedule(() -> {
-            if (streams.isEmpty()) close(Http3ErrorCode.H3_NO_ERROR);
+            if (idle()) close(Http3ErrorCode.H3_NO_ERROR);
         }, DRAIN_IDLE_MILLIS, TimeUnit.MILLISECONDS);
     }
 
@@ -171,7 +244,7 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     private void checkTimeouts() {
         if (closed) return;
         long now = System.nanoTime();
-        if (settings.keepAliveMillis() > 0 && streams.isEmpty()
+        if (settings.keepAliveMillis() > 0 && idle()
                 && now - lastActivity >= TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis())) {
             close(Http3ErrorCode.H3_NO_ERROR);
             return;

@@ -2,9 +2,12 @@ package dev.peregrine.http3;
 
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
+import dev.peregrine.webtransport.WebTransportApplication;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.EpollChannelOption;
@@ -35,6 +38,14 @@ public final class Http3Setup {
     static final int MAX_CONCURRENT_STREAMS = 100;
     /** Request body a stream may send ahead of the application's reading. */
     static final long STREAM_WINDOW = 256 * 1024;
+    /** WebTransport sessions a connection may have open at once; more CONNECTs are refused with a reset. */
+    static final int MAX_SESSIONS = 16;
+    /** Unidirectional streams a client may have open at once: its control and QPACK streams, and WebTransport's. */
+    static final int MAX_UNIDIRECTIONAL_STREAMS = 100;
+    /** QUIC datagrams held for the connection before they are read, and queued for sending: past it they are dropped. */
+    private static final int DATAGRAM_QUEUE = 256;
+    /** Settings of WebTransport as Chromium speaks it (draft-ietf-webtrans-http3-02) and of HTTP datagrams (RFC 9297). */
+    static final long SETTINGS_ENABLE_WEBTRANSPORT = 0x2b603742L, SETTINGS_H3_DATAGRAM = 0x33, SETTINGS_ENABLE_CONNECT_PROTOCOL = 0x08;
     /**
      * QUIC's own idle timeout, longer than any --keep-alive: {@link Http3Connection} closes idle
      * connections itself, and a request the application takes long over must not lose its connection
@@ -48,7 +59,8 @@ public final class Http3Setup {
      * @param engines the TLS engine of each new connection (its certificate), so that a reload of the
      *                certificates reaches new connections
      */
-    public static ChannelHandler quicCodec(Function<QuicChannel, QuicSslEngine> engines, RequestCore core) {
+    public static ChannelHandler quicCodec(Function<QuicChannel, QuicSslEngine> engines, RequestCore core,
+                                           WebTransportApplication webTransport) {
         HttpSettings settings = core.settings();
         return Http3.newQuicServerCodecBuilder()
                 .sslEngineProvider(engines)
@@ -58,7 +70,9 @@ public final class Http3Setup {
                 .initialMaxStreamDataBidirectionalLocal(STREAM_WINDOW)
                 .initialMaxStreamDataUnidirectional(Math.max(STREAM_WINDOW, Http3.MIN_INITIAL_MAX_STREAM_DATA_UNIDIRECTIONAL))
                 .initialMaxStreamsBidirectional(MAX_CONCURRENT_STREAMS)
-                .initialMaxStreamsUnidirectional(Http3.MIN_INITIAL_MAX_STREAMS_UNIDIRECTIONAL)
+                .initialMaxStreamsUnidirectional(Math.max(MAX_UNIDIRECTIONAL_STREAMS, Http3.MIN_INITIAL_MAX_STREAMS_UNIDIRECTIONAL))
+                // WebTransport's datagrams ride on QUIC datagrams (RFC 9221).
+                .datagram(DATAGRAM_QUEUE, DATAGRAM_QUEUE)
                 // Clients are asked not to move their connections to a new address of their own accord (Chromium
                 // does so when a path seems slow): under SO_REUSEPORT a new address can land on another worker,
                 // and quiche failed such moves here under load (INVALID_STATE, the connection lost).
@@ -67,14 +81,14 @@ public final class Http3Setup {
                 .handler(new ChannelInitializer<QuicChannel>() {
                     @Override
                     protected void initChannel(QuicChannel quic) {
-                        Http3Connection connection = new Http3Connection(core);
+                        Http3Connection connection = new Http3Connection(core, webTransport);
                         quic.pipeline().addLast(
                                 new Http3ServerConnectionHandler(new ChannelInitializer<QuicStreamChannel>() {
                                     @Override
                                     protected void initChannel(QuicStreamChannel stream) {
                                         stream.pipeline().addLast(new Http3Stream(connection));
                                     }
-                                }, null, null, localSettings(settings), true),
+                                }, null, type -> unidirectionalStream(connection, type), localSettings(settings), true),
                                 connection);
                     }
                 })
@@ -107,6 +121,21 @@ public final class Http3Setup {
     private static Http3SettingsFrame localSettings(HttpSettings settings) {
         DefaultHttp3SettingsFrame frame = new DefaultHttp3SettingsFrame();
         frame.put(Http3SettingsFrame.HTTP3_SETTINGS_MAX_FIELD_SECTION_SIZE, (long) settings.maxHeadSize());
+        // Chromium opens a WebTransport session only on a connection whose SETTINGS say draft-02 and datagrams.
+        frame.put(SETTINGS_ENABLE_CONNECT_PROTOCOL, 1L);
+        frame.put(SETTINGS_ENABLE_WEBTRANSPORT, 1L);
+        frame.put(SETTINGS_H3_DATAGRAM, 1L);
         return frame;
+    }
+
+    /** A client's unidirectional stream of a type HTTP/3 itself does not define: WebTransport's, or one to ignore (RFC 9114 6.2). */
+    private static ChannelHandler unidirectionalStream(Http3Connection connection, long type) {
+        if (type == WebTransportStream.UNIDIRECTIONAL_TYPE) return new WebTransportStream(connection, false);
+        return new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                io.netty.util.ReferenceCountUtil.release(msg);
+            }
+        };
     }
 }

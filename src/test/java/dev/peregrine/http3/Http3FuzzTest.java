@@ -8,6 +8,9 @@ import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.FuzzPieces;
+import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.webtransport.WebTransportReceiver;
+import dev.peregrine.webtransport.WebTransportSession;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
@@ -75,6 +78,12 @@ import static org.junit.jupiter.api.Assertions.fail;
  * when the input was a request stream and the connection is still open, else on a new one); and every
  * request the application saw has ended: none left in flight. The connection is reused from input to
  * input while it lasts, and a new one is made when the input needs its own control or QPACK stream.
+ *
+ * <p>{@link #webTransport} opens a WebTransport session (an extended CONNECT, which {@link ExtendedConnect}
+ * takes away from Netty's codec) with an application that accepts every session, and fuzzes what
+ * follows: the CONNECT stream's frames and capsules, or a WebTransport stream of the session, either
+ * kind. Afterwards the session's CONNECT stream has been ended or reset, the session is no longer in
+ * flight, nothing was logged, and the server still answers a GET.
  *
  * <p>{@link #datagrams} sends fuzzed UDP datagrams to the server's socket (QUIC's packet parsing is
  * quiche's native code; the Java side around it, connection ids and address-validation tokens, is
@@ -176,6 +185,92 @@ class Http3FuzzTest {
         }
         awaitNoneInFlight(rig);
         rig.assertNoProblems();
+    }
+
+    /** What the fuzzer writes in a session: on its CONNECT stream, on a bidirectional or a unidirectional stream of it. */
+    private static final int ON_CONNECT_STREAM = 0, ON_BIDIRECTIONAL = 1, ON_UNIDIRECTIONAL = 2;
+
+    @FuzzTest(maxDuration = "30s")
+    void webTransport(FuzzedDataProvider data) throws Exception {
+        int kind = data.consumeInt(ON_CONNECT_STREAM, ON_UNIDIRECTIONAL);
+        int pieces = data.consumeInt(1, 8);
+        byte[] input = data.consumeRemainingAsBytes();
+        Rig rig = Rig.get();
+        rig.problems.clear();
+        try {
+            session(rig, kind, pieces, input);
+        } catch (Throwable failure) {
+            rig.dropClient();
+            throw failure;
+        }
+    }
+
+    private static void session(Rig rig, int kind, int pieces, byte[] input) throws Exception {
+        // A unidirectional stream needs stream credit of its own: such inputs each get a new connection.
+        Client client = rig.clientFor(kind == ON_UNIDIRECTIONAL ? WebTransportStream.UNIDIRECTIONAL_TYPE : -1);
+        Collector connect = new Collector();
+        QuicStreamChannel connectStream = client.newStream(QuicStreamType.BIDIRECTIONAL, connect);
+        if (connectStream == null) fail("no stream for a session on a connection with stream credit");
+        connectStream.writeAndFlush(extendedConnectFrame());
+        if (kind == ON_CONNECT_STREAM) {
+            for (byte[] piece : FuzzPieces.split(input, pieces)) connectStream.writeAndFlush(Unpooled.wrappedBuffer(piece));
+        } else {
+            connect.started.get(WAIT_MILLIS, TimeUnit.MILLISECONDS); // the session is answered: its streams are taken
+            boolean bidirectional = kind == ON_BIDIRECTIONAL;
+            Collector echo = new Collector();
+            QuicStreamChannel stream = client.newStream(bidirectional ? QuicStreamType.BIDIRECTIONAL : QuicStreamType.UNIDIRECTIONAL,
+                    bidirectional ? echo : Drain.INSTANCE);
+            if (stream == null) fail("no stream for the session's data");
+            ByteBuf header = Unpooled.buffer();
+            writeVarint(header, bidirectional ? ExtendedConnect.WEBTRANSPORT_STREAM : WebTransportStream.UNIDIRECTIONAL_TYPE);
+            writeVarint(header, connectStream.streamId());
+            stream.writeAndFlush(header);
+            for (byte[] piece : FuzzPieces.split(input, pieces)) stream.writeAndFlush(Unpooled.wrappedBuffer(piece));
+            stream.shutdownOutput();
+            // The application ends each stream the client ended: a FIN comes back (or a reset, or the connection's close).
+            if (bidirectional) echo.done.get(WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        }
+        connectStream.shutdownOutput();
+        Response own;
+        try {
+            own = connect.done.get(WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            String state = "active " + connectStream.isActive() + " in " + connectStream.isInputShutdown() + " out " + connectStream.isOutputShutdown()
+                    + " started " + connect.started.isDone() + " conn " + client.isActive();
+            connectStream.close();
+            fail("the server neither ended nor reset a session's CONNECT stream " + WAIT_MILLIS + " ms after the client's FIN (kind "
+                    + kind + ", " + ByteBufUtil.hexDump(input) + ") " + state);
+            return;
+        }
+        if (own.fin() && own.status() != 200) fail("a session ended without its 200: " + own);
+        Response response = client.isActive() ? client.get() : null;
+        if (response == null || !response.ok()) {
+            rig.dropClient();
+            Response again = rig.clientFor(-1).get();
+            if (again == null || !again.ok()) fail("the server no longer serves a new connection: " + again);
+        }
+        awaitNoneInFlight(rig);
+        rig.assertNoProblems();
+    }
+
+    /** An extended CONNECT for a WebTransport session on https://localhost/, as Chromium sends it (literal :protocol). */
+    static ByteBuf extendedConnectFrame() {
+        ByteBuf fields = Unpooled.buffer();
+        fields.writeByte(0x00).writeByte(0x00);
+        fields.writeByte(0xc0 | 15); // :method CONNECT
+        byte[] protocol = ":protocol".getBytes(StandardCharsets.US_ASCII);
+        fields.writeByte(0x20 | 7).writeByte(protocol.length - 7).writeBytes(protocol); // a literal name, 3-bit prefix
+        fields.writeByte(12).writeBytes("webtransport".getBytes(StandardCharsets.US_ASCII));
+        fields.writeByte(0xc0 | 23); // :scheme https
+        fields.writeByte(0xc0 | 1); // :path /
+        fields.writeByte(0x50 | 0); // :authority, literal value
+        fields.writeByte(9).writeBytes("localhost".getBytes(StandardCharsets.US_ASCII));
+        ByteBuf frame = Unpooled.buffer();
+        writeVarint(frame, 0x01);
+        writeVarint(frame, fields.readableBytes());
+        frame.writeBytes(fields);
+        fields.release();
+        return frame;
     }
 
     @FuzzTest(maxDuration = "30s")
@@ -305,6 +400,8 @@ class Http3FuzzTest {
     /** Collects what the server sends on a stream; done at its FIN, or when the stream closes. */
     static final class Collector extends ChannelInboundHandlerAdapter {
         final CompletableFuture<Response> done = new CompletableFuture<>();
+        /** The server's first bytes came. */
+        final CompletableFuture<Void> started = new CompletableFuture<>();
         /** Not a ByteBuf: one left unreleased (a stream that never ends) would be reported as the server's leak. */
         private final ByteArrayOutputStream received = new ByteArrayOutputStream();
 
@@ -317,6 +414,7 @@ class Http3FuzzTest {
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            started.complete(null);
             if (msg instanceof ByteBuf buf && received.size() < 64 * 1024) {
                 byte[] bytes = new byte[buf.readableBytes()];
                 buf.readBytes(bytes);
@@ -344,6 +442,33 @@ class Http3FuzzTest {
 
         private void finish(boolean fin) {
             if (!done.isDone()) done.complete(Response.parse(Unpooled.wrappedBuffer(received.toByteArray()), fin));
+        }
+    }
+
+    /** Accepts every WebTransport session, takes everything it receives, and ends each stream the client ends. */
+    static final class AcceptingSessions implements WebTransportApplication {
+        @Override
+        public void dispatch(WebTransportSession session) {
+            session.start(new WebTransportReceiver() {
+                @Override
+                public void onStreamData(long stream, ByteBuf data, boolean end) {
+                    int size = data.readableBytes();
+                    data.release();
+                    session.consumed(size);
+                    if (end && session.sendable(stream)) session.send(stream, Unpooled.EMPTY_BUFFER, true, null);
+                }
+
+                @Override public void onStreamReset(long stream, long code) {}
+
+                @Override
+                public void onDatagram(ByteBuf data) {
+                    data.release();
+                    session.datagramConsumed();
+                }
+
+                @Override public void onClose(long code, String reason) {}
+            });
+            session.accept(null, null);
         }
     }
 
@@ -447,7 +572,7 @@ class Http3FuzzTest {
             QuicSslContext serverTls = QuicSslContextBuilder.forServer(keys.getPrivate(), null, certificate)
                     .applicationProtocols(Http3.supportedApplicationProtocols()).build();
             server = Http3Setup.bind(serverGroup, "127.0.0.1", 0, false,
-                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication())));
+                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), new AcceptingSessions()));
             address = (InetSocketAddress) server.localAddress();
 
             QuicSslContext clientTls = QuicSslContextBuilder.forClient().trustManager(InsecureTrustManagerFactory.INSTANCE)

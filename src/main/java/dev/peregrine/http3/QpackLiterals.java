@@ -1,0 +1,79 @@
+package dev.peregrine.http3;
+
+import dev.peregrine.http.ResponseHead;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * A response HEADERS frame for a stream the HTTP/3 codec no longer owns (a WebTransport session's
+ * CONNECT stream), QPACK-encoded with the static table and plain literals only: no dynamic table and
+ * no Huffman coding, which every decoder reads (RFC 9204 4.5). Netty's encoder is not public.
+ */
+final class QpackLiterals {
+    private static final long HEADERS_FRAME = 0x01;
+    /** The static entry {@code :status 200}, and the first {@code :status} entry for a name reference (RFC 9204 Appendix A). */
+    private static final int STATIC_STATUS_200 = 25, STATIC_STATUS_NAME = 24;
+
+    private QpackLiterals() {}
+
+    /** The frame, with {@code :status}, then {@code fields} (names lower-cased), then {@code extra}'s headers. */
+    static ByteBuf headersFrame(ByteBufAllocator alloc, int status, String[] fields, ResponseHead extra) {
+        ByteBuf section = alloc.buffer(128);
+        section.writeByte(0).writeByte(0); // Required Insert Count 0, Base 0: no dynamic table
+        if (status == 200) {
+            prefixed(section, 0xc0, 6, STATIC_STATUS_200); // indexed field line, static (11xxxxxx)
+        } else {
+            prefixed(section, 0x50, 4, STATIC_STATUS_NAME); // literal with a static name reference (01N1xxxx)
+            string(section, 0x00, 7, Integer.toString(status).getBytes(StandardCharsets.US_ASCII));
+        }
+        for (int i = 0; i + 1 < fields.length; i += 2) {
+            literal(section, fields[i].getBytes(StandardCharsets.US_ASCII), fields[i + 1].getBytes(StandardCharsets.ISO_8859_1));
+        }
+        if (extra != null) {
+            byte[] data = extra.data();
+            for (int i = 0; i < extra.count(); i++) {
+                byte[] name = new byte[extra.nameLength(i)];
+                System.arraycopy(data, extra.nameStart(i), name, 0, name.length);
+                for (int k = 0; k < name.length; k++) if (name[k] >= 'A' && name[k] <= 'Z') name[k] += 'a' - 'A';
+                byte[] value = new byte[extra.valueLength(i)];
+                System.arraycopy(data, extra.valueStart(i), value, 0, value.length);
+                literal(section, name, value);
+            }
+        }
+        ByteBuf frame = alloc.buffer(16 + section.readableBytes());
+        dev.peregrine.webtransport.Varint.write(frame, HEADERS_FRAME);
+        dev.peregrine.webtransport.Varint.write(frame, section.readableBytes());
+        frame.writeBytes(section);
+        section.release();
+        return frame;
+    }
+
+    /** A literal field line with a literal name (001NHxxx), neither Huffman-coded. */
+    private static void literal(ByteBuf out, byte[] name, byte[] value) {
+        string(out, 0x20, 3, name);
+        string(out, 0x00, 7, value);
+    }
+
+    private static void string(ByteBuf out, int pattern, int prefixBits, byte[] bytes) {
+        prefixed(out, pattern, prefixBits, bytes.length);
+        out.writeBytes(bytes);
+    }
+
+    /** An integer with an N-bit prefix (RFC 7541 5.1, as QPACK uses it), the first byte's upper bits set to {@code pattern}. */
+    static void prefixed(ByteBuf out, int pattern, int prefixBits, long value) {
+        int max = (1 << prefixBits) - 1;
+        if (value < max) {
+            out.writeByte(pattern | (int) value);
+            return;
+        }
+        out.writeByte(pattern | max);
+        value -= max;
+        while (value >= 0x80) {
+            out.writeByte((int) (value & 0x7f) | 0x80);
+            value >>>= 7;
+        }
+        out.writeByte((int) value);
+    }
+}

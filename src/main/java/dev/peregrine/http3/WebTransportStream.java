@@ -1,0 +1,160 @@
+package dev.peregrine.http3;
+
+import dev.peregrine.webtransport.Varint;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.handler.codec.ByteToMessageDecoder;
+import io.netty.incubator.codec.quic.QuicStreamChannel;
+
+/**
+ * A WebTransport stream. One the client opened, bidirectional (after its WEBTRANSPORT_STREAM signal) or
+ * unidirectional (after its stream type 0x54), starts with the session ID, then raw bytes; one the
+ * server opened belongs to its session from the start. It is read only while its session's
+ * application keeps up ({@link Http3WebTransport#mayRead}).
+ */
+final class WebTransportStream extends ChannelInboundHandlerAdapter {
+    /** The unidirectional stream type of WebTransport (draft-ietf-webtrans-http3-02 4.1). */
+    static final long UNIDIRECTIONAL_TYPE = 0x54;
+
+    private final Http3Connection connection;
+    /** Whether the server may write on it: a bidirectional stream. Final once built. */
+    final boolean writable;
+    /** The application sent its end: what it sends after is refused. Set on the Python thread. */
+    volatile boolean outputEnding;
+    private ChannelHandlerContext ctx;
+    private Http3WebTransport session;
+    /** The session ID's bytes while they are not all there. */
+    private ByteBuf header;
+    private boolean inputEnded;
+
+    /** A stream the client opened; {@code writable}: bidirectional. Its session is named by its first bytes. */
+    WebTransportStream(Http3Connection connection, boolean writable) {
+        this.connection = connection;
+        this.writable = writable;
+    }
+
+    /** A stream the server opens for {@code session}; a unidirectional one is never read. */
+    WebTransportStream(Http3Connection connection, Http3WebTransport session, boolean bidirectional) {
+        this.connection = connection;
+        this.session = session;
+        this.writable = true;
+        this.inputEnded = !bidirectional;
+    }
+
+    QuicStreamChannel channel() {
+        return (QuicStreamChannel) ctx.channel();
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
+        ctx.channel().config().setAutoRead(false);
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        // A stream the server opened: the client's side of a bidirectional one is read from the start.
+        if (session != null && !inputEnded) ctx.read();
+        ctx.fireChannelActive();
+    }
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        if (!(msg instanceof ByteBuf in)) {
+            io.netty.util.ReferenceCountUtil.release(msg);
+            return;
+        }
+        connection.touched();
+        if (session == null) {
+            header = header == null ? in : ByteToMessageDecoder.MERGE_CUMULATOR.cumulate(ctx.alloc(), header, in);
+            if (!Varint.readable(header)) return;
+            long sessionId = Varint.read(header);
+            ByteBuf rest = header;
+            header = null;
+            session = connection.session(sessionId);
+            if (session == null || !session.adopt(this)) {
+                session = null;
+                rest.release();
+                channel().shutdown((int) Http3WebTransport.STREAM_REJECTED);
+                return;
+            }
+            in = rest;
+        }
+        if (!in.isReadable()) {
+            in.release();
+            return;
+        }
+        session.streamData(this, in, false);
+    }
+
+    @Override
+    public void channelReadComplete(ChannelHandlerContext ctx) {
+        if (inputEnded) return;
+        if (session == null || session.mayRead(this)) ctx.read();
+    }
+
+    /** The application caught up with its session's data. */
+    void resume() {
+        if (!inputEnded && ctx.channel().isActive()) ctx.read();
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+        if (evt instanceof ChannelInputShutdownEvent && !inputEnded) {
+            inputEnded = true;
+            if (session != null) session.streamData(this, Unpooled.EMPTY_BUFFER, true);
+        }
+        ctx.fireUserEventTriggered(evt);
+    }
+
+    @Override
+    public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+        if (session != null) session.writabilityChanged();
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        // What QUIC reports on a stream is its reset by the client (or the connection's failure).
+        if (session != null && !inputEnded) {
+            inputEnded = true;
+            session.streamReset(this, 0);
+        }
+        ctx.close();
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        if (session != null) {
+            if (!inputEnded) session.streamReset(this, 0);
+            session.streamGone(this);
+        }
+        releaseHeader();
+    }
+
+    @Override
+    public void handlerRemoved(ChannelHandlerContext ctx) {
+        releaseHeader();
+    }
+
+    private void releaseHeader() {
+        if (header != null) {
+            header.release();
+            header = null;
+        }
+    }
+
+    /** Writes the application's bytes; {@code end}: then the FIN. */
+    void write(ByteBuf data, boolean end) {
+        if (end) ctx.writeAndFlush(data).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
+        else ctx.writeAndFlush(data);
+    }
+
+    /** The session ended: the stream goes with it (WEBTRANSPORT_SESSION_GONE). */
+    void sessionGone() {
+        session = null;
+        if (ctx.channel().isActive()) channel().shutdown((int) Http3WebTransport.SESSION_GONE);
+    }
+}
