@@ -22,7 +22,7 @@ from starlette.routing import compile_path
 
 __all__ = ["WebTransportRouter", "WebTransportSession", "WebTransportStream", "SessionClosed", "StreamReset"]
 
-# Unread bytes of one stream past which the session stops receiving (see _Session._pump).
+# Unread bytes of one stream past which the session stops receiving (see WebTransportSession._pump).
 STREAM_BUFFER = 64 * 1024
 # Client streams not yet taken from incoming_streams() past which the session stops receiving.
 INCOMING_STREAMS = 16
