@@ -341,7 +341,7 @@ def test_in_process_reset_and_disconnect():
     outcome = {}
 
     async def route(session):
-        await session.accept()
+        await session.accept(headers=[("x-room", "r1")])
         streams = [stream async for stream in session.incoming_streams()]  # ends with the session
         outcome["ids"] = [s.id for s in streams]
         outcome["first by size"] = await streams[0].read(100)
@@ -363,7 +363,7 @@ def test_in_process_reset_and_disconnect():
     asyncio.run(router(session_scope("/r"), server.receive, server.send))
     assert outcome == {"ids": [0, 4, 8], "first by size": b"hello ", 0: "SessionClosed", 4: "StreamReset",
                        8: "SessionClosed", "datagram": b"d1", "closed": (3, "gone"), "opened": (1, True)}
-    assert server.sent[0] == {"type": "webtransport.accept"}
+    assert server.sent[0] == {"type": "webtransport.accept", "headers": [(b"x-room", b"r1")]}
     assert server.sent[-1] == {"type": "webtransport.stream.send", "stream": 1, "data": b"x", "end_stream": True}
 
 
