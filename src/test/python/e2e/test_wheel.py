@@ -162,6 +162,17 @@ def test_the_console_script_serves_fastapi_with_the_interpreter_it_was_installed
         assert "(ASGI, uvloop)" in started  # the uvloop extra was installed and is used
 
 
+def test_the_fastapi_webtransport_router_comes_with_the_wheel(serve, installed):
+    if not has("fastapi"):
+        pytest.skip("no FastAPI for this Python on the package mirror")
+    where = installed.ask("import peregrine.contrib.fastapi as m; print(m.WebTransportRouter.__module__, m.__file__)")
+    assert where == "peregrine.contrib.fastapi %s" % (installed.venv / "lib" / ("python%d.%d" % sys.version_info[:2])
+                                                       / "site-packages" / "peregrine" / "contrib" / "fastapi.py")
+    # The server of the wheel imports it for an application (plain HTTP: everything but sessions passes through).
+    server = serve("script", "wt_router_app:app")
+    assert server.get("/hello/wheel").json() == {"hello": "wheel", "http_version": "1.1"}
+
+
 def open_files(pid):
     """What the process has open; a descriptor closed between the listing and its readlink is passed over."""
     opened = []

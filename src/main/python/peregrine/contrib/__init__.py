@@ -1,0 +1,1 @@
+"""Integrations with web frameworks. Each submodule imports its framework only when it is imported."""
