@@ -1,8 +1,8 @@
 package dev.peregrine.edge.cache;
 
 import dev.peregrine.config.CacheSettings;
+import dev.peregrine.edge.ContentEncoder;
 import dev.peregrine.edge.EdgeStage;
-import dev.peregrine.edge.compress.Compression;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
@@ -44,10 +44,10 @@ public final class ResponseCache implements EdgeStage {
     final CacheStore store;
     final RequestMetrics metrics;
     /** --compress, whose codings' variants the cache keeps; null without it. */
-    private final Compression compression;
+    private final ContentEncoder compression;
     private final long pid = ProcessHandle.current().pid();
 
-    public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics, Compression compression) {
+    public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics, ContentEncoder compression) {
         this.settings = settings;
         this.store = new CacheStore(area, slot -> metrics.cacheReleased(slot.length(), true));
         this.metrics = metrics;
@@ -186,7 +186,7 @@ public final class ResponseCache implements EdgeStage {
      * leaves it alone too). On the I/O thread, like all of --compress: the Python thread never compresses.
      */
     private CacheEntry codedVariant(CacheRequest request, CacheStore.Slot identity, CacheEntry entry) {
-        Compression.Coded coded = compression.encode(entry.head(entry.status, null), entry.record, entry.bodyStart(),
+        ContentEncoder.Coded coded = compression.encode(entry.head(entry.status, null), entry.record, entry.bodyStart(),
                 entry.bodyLength(), request.coding);
         if (coded == null) return null;
         byte[] record = entry.recoded(coded.head(), coded.body());

@@ -5,6 +5,7 @@ import com.github.luben.zstd.util.Native;
 import dev.peregrine.config.CompressionSettings;
 import dev.peregrine.edge.AcceptEncoding;
 import dev.peregrine.edge.ContentCoding;
+import dev.peregrine.edge.ContentEncoder;
 import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpChars;
@@ -30,7 +31,7 @@ import java.util.Set;
  * {@link #coding} which coding a hit is for and {@link #encode} for the coded variant it keeps beside
  * it, so that a hit in that coding is not compressed again.
  */
-public final class Compression implements EdgeStage {
+public final class Compression implements EdgeStage, ContentEncoder {
     private static final Set<ContentCoding> OFFERED = EnumSet.allOf(ContentCoding.class);
 
     private final int minSize;
@@ -55,19 +56,18 @@ public final class Compression implements EdgeStage {
     }
 
     /** The coding this stage sends the response to {@code head} in; null for identity, and for a request with Range. */
+    @Override
     public ContentCoding coding(HttpRequestHead head) {
         if (header(head, "range") != null) return null;
         return AcceptEncoding.choose(header(head, "accept-encoding"), OFFERED);
     }
-
-    /** A response and its whole body in a content coding. */
-    public record Coded(ResponseHead head, byte[] body) {}
 
     /**
      * {@code head} and its whole body compressed in {@code coding} at once, as this stage would send them
      * (the same rules, head and encoder); null when the response is not one it compresses. On the I/O
      * thread, like every compression of this stage.
      */
+    @Override
     public Coded encode(ResponseHead head, byte[] body, int offset, int length, ContentCoding coding) {
         if (!CompressionRules.eligible(head, length, minSize)) return null;
         ByteBuf out;
