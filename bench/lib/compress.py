@@ -14,6 +14,7 @@ Peregrine's requests per second stay within 10 % of its own figure with compress
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -130,14 +131,18 @@ def main(argv=None) -> int:
             rounds[load.key].append(m)
             c.log(f"bench: round {n + 1} {load.label}: {m['rps']:,.0f} req/s, p99 {m['p99_ms']:.1f} ms")
     summary = {key: c.summarize_rounds(ok) for key, ok in rounds.items()}
+    # Compressing must cost the Python thread nothing: its CPU per request, with and without --compress.
+    for key, ok in rounds.items():
+        per_request = [m["py_cpu_us_per_req"] for m in ok if m.get("py_cpu_us_per_req") is not None]
+        summary[key]["py_cpu_us_per_req"] = statistics.median(per_request) if per_request else None
     lines = ["# bench/compress", "", c.machine_markdown(machine), "",
              f"GET /json, 100 KiB of JSON; wrk -t1 -c{args.conns}, {args.rounds} rounds of {args.duration:g} s, medians.", "",
-             "| load | encoding | body bytes | req/s | p50 ms | p99 ms | CPU s / 1k req | errors |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| load | encoding | body bytes | req/s | p50 ms | p99 ms | CPU s / 1k req | Python thread µs / req | errors |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for load in LOADS:
         s, (coding, size) = summary[load.key], sizes[load.key]
         lines.append(f"| {load.label} | {coding or 'identity'} | {size:,} | {fmt(s['rps'], 0)} | {fmt(s['p50_ms'])} | "
-                     f"{fmt(s['p99_ms'])} | {fmt(s['cpu_s_per_1k'], 2)} | {fmt(s['errors'], 0)} |")
+                     f"{fmt(s['p99_ms'])} | {fmt(s['cpu_s_per_1k'], 2)} | {fmt(s['py_cpu_us_per_req'])} | {fmt(s['errors'], 0)} |")
     lines += ["", "| ratio | value | target |", "|---|---|---|"]
     comparisons = []
     for num, den, what, minimum in RATIOS:

@@ -10,10 +10,7 @@ Application: apps/raw_ws.py (plain ASGI), the same endpoints test_websocket.py u
 """
 
 import json
-import shutil
 import socket
-import ssl
-import subprocess
 import time
 
 import pytest
@@ -38,7 +35,7 @@ from wsproto.frame_protocol import CloseReason, FrameProtocol, Opcode  # noqa: E
 
 import chromium  # noqa: E402
 from conftest import poll  # noqa: E402
-from test_http2 import tolerate_graceful_goaway  # noqa: E402
+from test_http2 import certificate, tls_context, tolerate_graceful_goaway  # noqa: E402,F401
 
 pytestmark = pytest.mark.peregrine_only  # uvicorn does not speak HTTP/2
 
@@ -203,28 +200,6 @@ class H2WebSockets:
         self.flush()
         self.wait_for(lambda: stream.ended or stream.reset is not None, "the answer to GET %s" % path)
         return stream.body
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory):
-    """A self-signed ECDSA certificate for localhost and 127.0.0.1: (cert, key) paths."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-days", "2",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=30,
-    )
-    return str(cert), str(key)
-
-
-def tls_context(certificate):
-    ctx = ssl.create_default_context(cafile=certificate[0])
-    ctx.set_alpn_protocols(["h2"])
-    return ctx
 
 
 @pytest.fixture(scope="module")
