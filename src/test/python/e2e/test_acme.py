@@ -579,10 +579,14 @@ def test_a_ca_down_at_startup_is_retried_until_it_answers(start_server, acme_ca,
     server = start_server(APP, *acme_options(pebble, port, tmp_path / "acme"))
     assert server.wait_for_output("could not obtain a certificate for test.example (failure 1 in a row)", timeout=60), server.output()[-4000:]
     assert server.running()
+    assert subject_of(handshake(port, None)[0]) == "CN=peregrine-fallback.invalid", "meanwhile, no SNI gets the fallback"
     pebble.start()
     root = pebble.root()
-    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
     assert not (tmp_path / "acme" / (NAME + ".backoff")).exists(), "a success clears the backoff"
+    # Once the name has its certificate, a handshake without SNI gets it too, not the fallback.
+    assert handshake(port, None)[0] == der
 
 
 def no_sni_context():
@@ -607,6 +611,20 @@ def read_response(tls):
         assert chunk, head + body
         body += chunk
     return head.decode("latin-1"), body
+
+
+def subject_of(der):
+    return openssl_name(der, "-subject")
+
+
+def issuer_of(der):
+    return openssl_name(der, "-issuer")
+
+
+def openssl_name(der, which):
+    out = subprocess.run(["openssl", "x509", "-noout", which, "-nameopt", "RFC2253"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                         capture_output=True, check=True).stdout.decode().strip()
+    return out.split("=", 1)[1]
 
 
 def healthz_without_sni(port):
@@ -638,12 +656,9 @@ def test_before_any_certificate_a_probe_without_sni_gets_a_self_signed_fallback_
         tls.sendall(b"GET / HTTP/1.1\r\nHost: 10.1.2.3\r\n\r\n")
         head, body = read_response(tls)
         assert head.startswith("HTTP/1.1 200") and body == b"hello, tls", (head, body)
-    pem = ssl.DER_cert_to_PEM_cert(der).encode()
-    names = subprocess.run(["openssl", "x509", "-noout", "-issuer", "-subject", "-nameopt", "RFC2253"], input=pem,
-                           capture_output=True, check=True).stdout.decode().split("\n")
-    issuer, subject = names[0].split("=", 1)[1], names[1].split("=", 1)[1]
-    assert issuer == subject == "CN=peregrine-fallback.invalid", names
-    key = subprocess.run(["openssl", "x509", "-noout", "-text"], input=pem, capture_output=True, check=True).stdout.decode()
+    assert issuer_of(der) == subject_of(der) == "CN=peregrine-fallback.invalid", "self-signed"
+    key = subprocess.run(["openssl", "x509", "-noout", "-text"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                         capture_output=True, check=True).stdout.decode()
     assert "id-ecPublicKey" in key and "prime256v1" in key, key
     # A handshake naming the name still waiting for its certificate is refused with an alert, as before.
     with pytest.raises(ssl.SSLError, match="ALERT_HANDSHAKE_FAILURE"):
