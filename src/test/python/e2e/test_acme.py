@@ -579,10 +579,97 @@ def test_a_ca_down_at_startup_is_retried_until_it_answers(start_server, acme_ca,
     server = start_server(APP, *acme_options(pebble, port, tmp_path / "acme"))
     assert server.wait_for_output("could not obtain a certificate for test.example (failure 1 in a row)", timeout=60), server.output()[-4000:]
     assert server.running()
+    assert subject_of(handshake(port, None)[0]) == "CN=peregrine-fallback.invalid", "meanwhile, no SNI gets the fallback"
     pebble.start()
     root = pebble.root()
-    assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
+    der = poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
+    assert der, server.output()[-4000:]
     assert not (tmp_path / "acme" / (NAME + ".backoff")).exists(), "a success clears the backoff"
+    # Once the name has its certificate, a handshake without SNI gets it too, not the fallback.
+    assert handshake(port, None)[0] == der
+
+
+def no_sni_context():
+    """What a kubelet HTTPS probe to the pod's IP does: no server name, no verification."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def read_response(tls):
+    """One HTTP/1.1 response with a content-length, read off a kept-alive connection: (head, body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = tls.recv(65536)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:] if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = tls.recv(65536)
+        assert chunk, head + body
+        body += chunk
+    return head.decode("latin-1"), body
+
+
+def subject_of(der):
+    return openssl_name(der, "-subject")
+
+
+def issuer_of(der):
+    return openssl_name(der, "-issuer")
+
+
+def openssl_name(der, which):
+    out = subprocess.run(["openssl", "x509", "-noout", which, "-nameopt", "RFC2253"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                         capture_output=True, check=True).stdout.decode().strip()
+    return out.split("=", 1)[1]
+
+
+def healthz_without_sni(port):
+    """The status of GET /healthz over TLS without SNI, or None when the handshake fails."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                no_sni_context().wrap_socket(raw, server_hostname=None) as tls:
+            tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            return int(read_response(tls)[0].split(" ", 2)[1])
+    except (OSError, ssl.SSLError):
+        return None
+
+
+def test_before_any_certificate_a_probe_without_sni_gets_a_self_signed_fallback_and_reaches_the_health_check(start_server, pebble_https, tmp_path):
+    # A CA that never answers: no certificate for the name ever comes, as while Let's Encrypt is unreachable.
+    port = free_port()
+    server = start_server(APP, "--port", str(port), "--acme-cache", str(tmp_path / "acme"), "--acme-domain", NAME,
+                          "--acme-directory", "https://127.0.0.1:%d/dir" % free_port(), "--acme-ca-bundle", str(pebble_https / "root.pem"),
+                          "--health-check-path", "/healthz")
+    # 503 until the application has started, then 200: the probe is answered, over TLS, without a certificate for the name.
+    assert poll(lambda: healthz_without_sni(port) == 200, timeout=30), server.output()[-4000:]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            no_sni_context().wrap_socket(raw, server_hostname=None) as tls:
+        der = tls.getpeercert(binary_form=True)
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: 10.1.2.3\r\n\r\n")
+        head, _ = read_response(tls)
+        assert head.startswith("HTTP/1.1 200"), head
+        # The application is served on the same connection, as on any TLS port with a certificate.
+        tls.sendall(b"GET / HTTP/1.1\r\nHost: 10.1.2.3\r\n\r\n")
+        head, body = read_response(tls)
+        assert head.startswith("HTTP/1.1 200") and body == b"hello, tls", (head, body)
+    assert issuer_of(der) == subject_of(der) == "CN=peregrine-fallback.invalid", "self-signed"
+    key = subprocess.run(["openssl", "x509", "-noout", "-text"], input=ssl.DER_cert_to_PEM_cert(der).encode(),
+                         capture_output=True, check=True).stdout.decode()
+    assert "id-ecPublicKey" in key and "prime256v1" in key, key
+    # A handshake naming the name still waiting for its certificate is refused with an alert, as before.
+    with pytest.raises(ssl.SSLError, match="ALERT_HANDSHAKE_FAILURE"):
+        handshake(port, NAME)
+    # And so is one naming an unknown name (unrecognized_name): only a client that sends no name gets the fallback.
+    with pytest.raises(ssl.SSLError, match="UNRECOGNIZED_NAME"):
+        handshake(port, "unknown.example")
+    out = server.output()
+    assert "no certificate for test.example yet, ACME is obtaining it" in out
+    assert out.count("get a self-signed fallback certificate") == 1, "logged once"
+    assert server.running()
 
 
 def test_two_servers_sharing_a_cache_place_one_order(start_server, acme_ca, tmp_path):

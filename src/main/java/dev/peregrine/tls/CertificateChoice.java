@@ -11,7 +11,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * Which certificate a handshake gets for the name it asks for, the same for TCP TLS and for QUIC, each
  * with its own kind of context {@code C}: an ACME name gets its current certificate (refused while it has
  * none), any other name the --tls-cert pair that carries it or the first pair, and without pairs the
- * first ACME name that has a certificate.
+ * first ACME name that has a certificate; while none has one, a handshake without a name gets the
+ * {@link FallbackCertificate} (a probe to an IP address) and one with another name is refused.
  *
  * <p>The context of an ACME certificate is made on the first handshake after the certificate changed:
  * on the I/O thread, once per certificate (a few milliseconds), so that every worker switches to a
@@ -27,9 +28,13 @@ final class CertificateChoice<C> {
     private final CertificateManager acme;
     private final ContextMaker<C> maker;
     private final Map<String, Served<C>> contexts = new ConcurrentHashMap<>();
+    /** Null without --acme-domain or with --tls-cert pairs: then something else answers a handshake without a name. */
+    private final FallbackCertificate fallback;
+    private volatile C fallbackContext;
 
-    CertificateChoice(CertificateManager acme, ContextMaker<C> maker) {
+    CertificateChoice(CertificateManager acme, FallbackCertificate fallback, ContextMaker<C> maker) {
         this.acme = acme;
+        this.fallback = fallback;
         this.maker = maker;
     }
 
@@ -47,6 +52,7 @@ final class CertificateChoice<C> {
                 if (certified != null) return contextOf(name, certified);
             }
         }
+        if (hostname == null && fallback != null) return fallbackContext();
         throw new NoCertificate(NoCertificate.UNRECOGNIZED_NAME, hostname == null ? "the client sent no server name, and no certificate is ready"
                 : "no certificate for " + hostname);
     }
@@ -62,6 +68,20 @@ final class CertificateChoice<C> {
         } catch (Exception e) {
             throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "the certificate of " + name + " cannot be used: " + e.getMessage());
         }
+    }
+
+    /** The fallback's context, made by the first handshake that needs it. */
+    private C fallbackContext() throws NoCertificate {
+        C context = fallbackContext;
+        if (context != null) return context;
+        try {
+            context = maker.make(fallback.certified());
+        } catch (Exception e) {
+            throw new NoCertificate(NoCertificate.HANDSHAKE_FAILURE, "the fallback certificate cannot be used: " + e.getMessage());
+        }
+        fallbackContext = context;
+        fallback.announce();
+        return context;
     }
 
     private record Served<C>(CertifiedKey certified, C context) {}

@@ -17,7 +17,8 @@ import java.util.function.Function;
 /**
  * HTTP/3's certificates, chosen by SNI as for TCP: the --tls-cert pair that carries the name, the
  * current certificate of an --acme-domain, or the default (the first pair; without pairs, the first
- * ACME name that has a certificate).
+ * ACME name that has a certificate, and while none has one the {@link FallbackCertificate} for a
+ * client that sends no name).
  *
  * <p>Every QUIC connection starts on one context made by {@code buildForServerWithSni}. BoringSSL
  * calls its server-name callback for every ClientHello, with a null name when the client sent none
@@ -35,9 +36,9 @@ final class QuicContexts implements Mapping<String, QuicSslContext> {
     private volatile Mapping<String, QuicSslContext> pairsByName;
     private final QuicSslContext bySni;
 
-    QuicContexts(CertificateManager acme, RefusalLog refusals) {
+    QuicContexts(CertificateManager acme, FallbackCertificate fallback, RefusalLog refusals) {
         this.refusals = refusals;
-        this.choice = new CertificateChoice<>(acme, certified -> context(certified.chain(), certified.key()));
+        this.choice = new CertificateChoice<>(acme, fallback, certified -> context(certified.chain(), certified.key()));
         this.bySni = QuicSslContextBuilder.buildForServerWithSni(this);
     }
 

@@ -55,9 +55,11 @@ import java.util.function.Function;
 /**
  * The server's TLS contexts, one per --tls-cert/--tls-key pair and one per --acme-domain certificate,
  * and the choice between them by SNI. The first pair answers clients that send no name or a name no
- * certificate carries; without pairs, the first ACME name that has a certificate does. A handshake for
- * an ACME name that has no certificate yet is refused with an alert; one that offers ALPN acme-tls/1
- * while the name's authorization is pending gets the tls-alpn-01 certificate (RFC 8737) instead.
+ * certificate carries; without pairs, the first ACME name that has a certificate does, and while none
+ * has one a client that sends no name (a probe to an IP address) gets a self-signed
+ * {@link FallbackCertificate}. A handshake for an ACME name that has no certificate yet is refused with
+ * an alert; one that offers ALPN acme-tls/1 while the name's authorization is pending gets the
+ * tls-alpn-01 certificate (RFC 8737) instead.
  *
  * <p>With --http3, QUIC chooses among the same certificates the same way ({@link QuicContexts}), except
  * that tls-alpn-01 is answered on TCP only, where ACME CAs validate.
@@ -90,15 +92,16 @@ public final class TlsContexts {
     /** HTTP/3's certificates, or null without --http3. */
     private final QuicContexts quic;
 
-    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3, CertificateManager acme) {
+    private TlsContexts(List<CertificatePair> pairs, String ciphers, List<String> alpn, boolean http3, CertificateManager acme,
+                        FallbackCertificate fallback) {
         this.pairs = pairs;
         this.acme = acme;
         this.ciphers = ciphers;
         this.alpn = alpn;
         this.http3 = http3;
-        this.quic = http3 ? new QuicContexts(acme, refusals) : null;
-        this.managed = new CertificateChoice<>(acme, certified -> withCiphers(builder(certified.chain(), certified.key(), alpn)).build());
-        this.validations = new CertificateChoice<>(acme,
+        this.quic = http3 ? new QuicContexts(acme, fallback, refusals) : null;
+        this.managed = new CertificateChoice<>(acme, fallback, certified -> withCiphers(builder(certified.chain(), certified.key(), alpn)).build());
+        this.validations = new CertificateChoice<>(acme, null,
                 certified -> withCiphers(builder(certified.chain(), certified.key(), List.of(CertificateManager.ACME_TLS_PROTOCOL))).build());
         this.provider = "jdk".equalsIgnoreCase(System.getProperty(PROVIDER_PROPERTY)) || !OpenSsl.isAvailable() ? SslProvider.JDK : SslProvider.OPENSSL;
     }
@@ -109,7 +112,9 @@ public final class TlsContexts {
                 : settings.protocols().http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
                 : List.of(ApplicationProtocolNames.HTTP_1_1);
         CertificateManager acme = settings.tls().acme() != null ? CertificateManager.open(settings.tls().acme()) : null;
-        TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3(), acme);
+        // With pairs, the first answers clients that send no name; with ACME names only, nothing may yet.
+        FallbackCertificate fallback = acme != null && settings.tls().certificates().isEmpty() ? FallbackCertificate.generate() : null;
+        TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3(), acme, fallback);
         contexts.build();
         return contexts;
     }

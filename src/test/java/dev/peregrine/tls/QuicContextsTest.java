@@ -21,6 +21,7 @@ import java.security.Security;
 import java.security.cert.X509Certificate;
 import java.util.List;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -38,8 +39,8 @@ class QuicContextsTest {
     @Test
     void withAcmeOnlyTheFirstNameWithACertificateAnswersNoNameAndUnknownNames() throws Exception {
         writeCertificate("a.example");
-        // b.example comes first but has no certificate yet.
-        QuicContexts contexts = new QuicContexts(acme("b.example", "a.example"), new RefusalLog());
+        // b.example comes first but has no certificate yet. The fallback is there, and unused: a.example has one.
+        QuicContexts contexts = new QuicContexts(acme("b.example", "a.example"), FallbackCertificate.generate(), new RefusalLog());
         QuicSslContext a = contexts.map("a.example");
         assertNotNull(a);
         assertSame(a, contexts.map("A.Example"), "made once per certificate, and names are matched in lower case");
@@ -51,7 +52,7 @@ class QuicContextsTest {
     @Test
     void pairsAnswerTheirNamesAndTheFirstPairIsTheDefault() throws Exception {
         writeCertificate("a.example");
-        QuicContexts contexts = new QuicContexts(acme("a.example"), new RefusalLog());
+        QuicContexts contexts = new QuicContexts(acme("a.example"), null, new RefusalLog());
         Pair firstPair = selfSigned("first.example");
         QuicSslContext first = QuicContexts.context(firstPair.chain, firstPair.key);
         Pair second = selfSigned("second.example");
@@ -64,6 +65,23 @@ class QuicContextsTest {
         assertNotNull(acme);
         assertNotNull(contexts.engines(), "one engine provider for every connection");
         assertSame(acme, contexts.map("a.example"));
+    }
+
+    @Test
+    void beforeAnyAcmeCertificateOnlyAClientSendingNoNameGetsTheSelfSignedFallback() throws Exception {
+        FallbackCertificate fallback = FallbackCertificate.generate();
+        X509Certificate certificate = fallback.certified().chain()[0];
+        assertEquals(certificate.getSubjectX500Principal(), certificate.getIssuerX500Principal(), "self-signed");
+        certificate.verify(certificate.getPublicKey());
+        assertEquals("EC", certificate.getPublicKey().getAlgorithm());
+        assertEquals(256, ((java.security.interfaces.ECPublicKey) certificate.getPublicKey()).getParams().getCurve().getField().getFieldSize());
+        QuicContexts contexts = new QuicContexts(acme("a.example"), fallback, new RefusalLog());
+        QuicSslContext noName = contexts.map(null);
+        assertNotNull(noName, "a probe to an IP address");
+        assertSame(noName, contexts.map(null), "made once");
+        assertNull(contexts.map("a.example"), "a name still waiting for its certificate is refused");
+        assertNull(contexts.map("unknown.example"), "a name is never answered with the fallback");
+        assertNull(new QuicContexts(acme("a.example"), null, new RefusalLog()).map(null), "without a fallback, refused as before");
     }
 
     private CertificateManager acme(String... names) {
