@@ -468,8 +468,9 @@ def test_stat_calls_stay_bounded_for_a_known_file(start_server, tmp_path):
         tracer.terminate()
         tracer.wait(10)
     calls = [line for line in trace.read_text().splitlines() if "f.txt" in line or "/d\"" in line or "/c\"" in line]
-    # per request: one stat of the known real path, one open; never a walk of every component
-    assert len(calls) <= 20 * 2, "\n".join(calls[:40])
+    # per request: one stat of the known real path (a small file's bytes are kept: no open); never a
+    # walk of every component
+    assert len(calls) <= 20 + 2, "\n".join(calls[:40])
 
 
 def test_known_file_whose_directory_becomes_a_symlink_outside_is_a_404(start_server, tmp_path):
