@@ -170,6 +170,7 @@ final class Http2Connection extends ChannelDuplexHandler {
             LOG.debugf("HTTP/2 stream %d from %s reset (%s): %s", streamError.stream().id(), peer, streamError.error(), streamError.getCause());
             Exchange exchange = streams.remove(streamError.stream().id());
             if (exchange != null) exchange.cut();
+            else if (webSocketStream(streamError.stream().id()) instanceof WebSocketStreamChannel webSocket) webSocket.onStreamGone();
             Http2Stream state = codec.connection().stream(streamError.stream().id());
             if (state != null && state.state() != Http2Stream.State.CLOSED) {
                 ctx.writeAndFlush(new DefaultHttp2ResetFrame(streamError.error()).stream(streamError.stream()));

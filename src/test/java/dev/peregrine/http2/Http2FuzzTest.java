@@ -95,6 +95,31 @@ class Http2FuzzTest {
         assertEquals(0, connections.inFlight(), "the WebSocket ended with the connection");
     }
 
+    /** A stream error on a WebSocket's stream (here a window grown past 2^31-1) resets it, and the WebSocket ends with it. */
+    @Test
+    void aWebSocketWhoseStreamIsResetForAStreamErrorEnds() {
+        Connections connections = new Connections(100, RequestMetrics.OFF);
+        EmbeddedChannel channel = new EmbeddedChannel();
+        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
+        try {
+            channel.writeInbound(Http2CodecUtil.connectionPrefaceBuf());
+            channel.writeInbound(webSocketConnect());
+            channel.runPendingTasks();
+            assertEquals(1, connections.inFlight(), "the WebSocket is in flight");
+            EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
+            ChannelHandlerContext ctx = sink.pipeline().firstContext();
+            new DefaultHttp2FrameWriter().writeWindowUpdate(ctx, 1, Integer.MAX_VALUE, ctx.newPromise());
+            ctx.flush();
+            for (Object msg; (msg = sink.readOutbound()) != null; ) channel.writeInbound(msg);
+            sink.finishAndReleaseAll();
+            channel.runPendingTasks();
+            assertTrue(channel.isActive(), "a stream error leaves the connection open");
+            assertEquals(0, connections.inFlight(), "the WebSocket ended with its stream");
+        } finally {
+            channel.finishAndReleaseAll();
+        }
+    }
+
     /** A client SETTINGS frame, then HEADERS on stream 1: CONNECT with :protocol websocket, and a masked text frame. */
     private static ByteBuf webSocketConnect() {
         EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
