@@ -134,9 +134,7 @@ final class Http2Connection extends ChannelDuplexHandler {
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
         // A client that does not read its responses gets no more requests read either.
         ctx.channel().config().setAutoRead(ctx.channel().isWritable());
-        if (webSocketStreams != null) {
-            for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onWritabilityChanged();
-        }
+        forEachWebSocket(WebSocketStreamChannel::onWritabilityChanged);
         ctx.fireChannelWritabilityChanged();
     }
 
@@ -152,9 +150,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         }
         if (evt == Connections.DrainEvent.INSTANCE) {
             // WebSockets send their close (1001) and end their streams once the client answers.
-            if (webSocketStreams != null) {
-                for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onEvent(evt);
-            }
+            forEachWebSocket(webSocket -> webSocket.onEvent(evt));
             // The codec sends GOAWAY, lets the open streams finish (up to --graceful-timeout), then closes.
             ctx.close();
             return;
@@ -191,9 +187,7 @@ final class Http2Connection extends ChannelDuplexHandler {
         List<Exchange> open = new ArrayList<>(streams.values());
         streams.clear();
         for (Exchange exchange : open) exchange.cut();
-        if (webSocketStreams != null) {
-            for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) webSocket.onStreamGone();
-        }
+        forEachWebSocket(WebSocketStreamChannel::onStreamGone);
         ctx.fireChannelInactive();
     }
 
@@ -204,7 +198,7 @@ final class Http2Connection extends ChannelDuplexHandler {
             existing.onTrailers(frame.isEndStream()); // trailers: the application is not shown them
             return;
         }
-        if (webSocketStreams != null && webSocketStreams.get(stream.id()) instanceof WebSocketStreamChannel webSocket) {
+        if (webSocketStream(stream.id()) instanceof WebSocketStreamChannel webSocket) {
             if (frame.isEndStream()) webSocket.onRemoteEnd();
             return;
         }
@@ -292,6 +286,12 @@ final class Http2Connection extends ChannelDuplexHandler {
 
     private WebSocketStreamChannel webSocketStream(int streamId) {
         return webSocketStreams == null ? null : webSocketStreams.get(streamId);
+    }
+
+    /** Over a copy: what {@code action} does may close a WebSocket, which leaves the map. */
+    private void forEachWebSocket(java.util.function.Consumer<WebSocketStreamChannel> action) {
+        if (webSocketStreams == null) return;
+        for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) action.accept(webSocket);
     }
 
     /** A WebSocket's stream channel closed: it leaves the connection's care. */
