@@ -25,6 +25,8 @@ import io.netty.util.ReferenceCountUtil;
 
 import org.junit.jupiter.api.Test;
 
+import java.util.function.BiConsumer;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -74,13 +76,8 @@ class Http2FuzzTest {
     @Test
     void theWebSocketOpeningIsServedAndEchoes() {
         Connections connections = new Connections(100, RequestMetrics.OFF);
-        EmbeddedChannel channel = new EmbeddedChannel();
-        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
+        EmbeddedChannel channel = serverWithAWebSocket(connections);
         try {
-            channel.writeInbound(Http2CodecUtil.connectionPrefaceBuf());
-            channel.writeInbound(webSocketConnect());
-            channel.runPendingTasks();
-            assertEquals(1, connections.inFlight(), "the WebSocket is in flight");
             ByteBuf out = Unpooled.buffer();
             for (Object msg; (msg = channel.readOutbound()) != null; ) {
                 out.writeBytes((ByteBuf) msg);
@@ -99,19 +96,9 @@ class Http2FuzzTest {
     @Test
     void aWebSocketWhoseStreamIsResetForAStreamErrorEnds() {
         Connections connections = new Connections(100, RequestMetrics.OFF);
-        EmbeddedChannel channel = new EmbeddedChannel();
-        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
+        EmbeddedChannel channel = serverWithAWebSocket(connections);
         try {
-            channel.writeInbound(Http2CodecUtil.connectionPrefaceBuf());
-            channel.writeInbound(webSocketConnect());
-            channel.runPendingTasks();
-            assertEquals(1, connections.inFlight(), "the WebSocket is in flight");
-            EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
-            ChannelHandlerContext ctx = sink.pipeline().firstContext();
-            new DefaultHttp2FrameWriter().writeWindowUpdate(ctx, 1, Integer.MAX_VALUE, ctx.newPromise());
-            ctx.flush();
-            for (Object msg; (msg = sink.readOutbound()) != null; ) channel.writeInbound(msg);
-            sink.finishAndReleaseAll();
+            channel.writeInbound(clientFrames((writer, ctx) -> writer.writeWindowUpdate(ctx, 1, Integer.MAX_VALUE, ctx.newPromise())));
             channel.runPendingTasks();
             assertTrue(channel.isActive(), "a stream error leaves the connection open");
             assertEquals(0, connections.inFlight(), "the WebSocket ended with its stream");
@@ -122,15 +109,21 @@ class Http2FuzzTest {
 
     /** A client SETTINGS frame, then HEADERS on stream 1: CONNECT with :protocol websocket, and a masked text frame. */
     private static ByteBuf webSocketConnect() {
-        EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
-        ChannelHandlerContext ctx = sink.pipeline().firstContext();
-        DefaultHttp2FrameWriter writer = new DefaultHttp2FrameWriter();
         Http2Headers headers = new DefaultHttp2Headers().method("CONNECT").scheme("http").path("/ws").authority("fuzz")
                 .add(Http2Headers.PseudoHeaderName.PROTOCOL.value(), "websocket").add("sec-websocket-version", "13");
-        writer.writeSettings(ctx, new Http2Settings(), ctx.newPromise());
-        writer.writeHeaders(ctx, 1, headers, 0, false, ctx.newPromise());
         byte[] text = {(byte) 0x81, (byte) 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}; // "hi", masked
-        writer.writeData(ctx, 1, Unpooled.wrappedBuffer(text), 0, false, ctx.newPromise());
+        return clientFrames((writer, ctx) -> {
+            writer.writeSettings(ctx, new Http2Settings(), ctx.newPromise());
+            writer.writeHeaders(ctx, 1, headers, 0, false, ctx.newPromise());
+            writer.writeData(ctx, 1, Unpooled.wrappedBuffer(text), 0, false, ctx.newPromise());
+        });
+    }
+
+    /** The bytes of the frames {@code frames} writes, as a client would send them. */
+    private static ByteBuf clientFrames(BiConsumer<DefaultHttp2FrameWriter, ChannelHandlerContext> frames) {
+        EmbeddedChannel sink = new EmbeddedChannel(new ChannelInboundHandlerAdapter());
+        ChannelHandlerContext ctx = sink.pipeline().firstContext();
+        frames.accept(new DefaultHttp2FrameWriter(), ctx);
         ctx.flush();
         ByteBuf out = Unpooled.buffer();
         for (Object msg; (msg = sink.readOutbound()) != null; ) {
@@ -139,6 +132,17 @@ class Http2FuzzTest {
         }
         sink.finishAndReleaseAll();
         return out;
+    }
+
+    /** A server connection on which the client opened a WebSocket (stream 1), counted in flight. */
+    private static EmbeddedChannel serverWithAWebSocket(Connections connections) {
+        EmbeddedChannel channel = new EmbeddedChannel();
+        Http2Setup.configure(channel.pipeline(), new RequestCore(SETTINGS, connections, new AnsweringApplication()), new EchoingWebSockets());
+        channel.writeInbound(Http2CodecUtil.connectionPrefaceBuf());
+        channel.writeInbound(webSocketConnect());
+        channel.runPendingTasks();
+        assertEquals(1, connections.inFlight(), "the WebSocket is in flight");
+        return channel;
     }
 
     /** The server's bytes parse as frames: a 9-byte header and exactly its length of payload, to the end. */
