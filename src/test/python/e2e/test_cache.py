@@ -259,9 +259,8 @@ def test_waiters_for_a_response_that_may_not_be_stored_go_to_the_application(cac
     assert twice(cache, protocol, target)[1].headers["cache-status"] == "Peregrine; fwd=miss"
 
 
+@pytest.mark.parametrize("cache", [2], indirect=True, ids=["2-workers"])
 def test_a_response_stored_by_one_worker_is_a_hit_in_the_other(cache):
-    if cache.workers < 2:
-        pytest.skip("needs two workers")
     target = unique("cc=max-age%3D60")
     with cache.client("h1") as c:
         c.get(target)
@@ -426,9 +425,8 @@ def test_with_compress_a_post_drops_every_variant(coded, protocol):
     assert coded.calls(target) == 2
 
 
+@pytest.mark.parametrize("coded", [2], indirect=True, ids=["2-workers"])
 def test_with_compress_a_variant_made_by_one_worker_is_sent_by_the_other(coded):
-    if coded.workers < 2:
-        pytest.skip("needs two workers")
     target = unique("cc=max-age%3D60&size=20000")
     with coded.client("h1") as c:
         raw_get(c, target, "gzip")
