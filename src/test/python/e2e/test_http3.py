@@ -557,7 +557,10 @@ def test_a_client_that_does_not_read_makes_send_wait(browser, h3_server, certs):
                 time.sleep(0.5)
                 readings.append(sent())
             stalled_at = readings[-1]
-            assert stalled_at < 64 * MiB, "%d bytes went out to a client that reads nothing" % stalled_at
+            # Chromium itself takes in about 64 MB of a body the page does not read (63 to 68 MB in
+            # runs here, the same with DevTools' own buffers limited to 1 MiB), so the bound is set
+            # well above that and far below the 1 GiB the application would otherwise hand over.
+            assert stalled_at < 256 * MiB, "%d bytes went out to a client that reads nothing" % stalled_at
             assert not client.get("/progress?id=unread").json()["ended"]
             assert p.evaluate("window.__flood") == 200  # the head did arrive
 
