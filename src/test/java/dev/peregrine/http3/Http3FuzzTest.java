@@ -7,6 +7,7 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
+import dev.peregrine.testing.EchoingWebSockets;
 import dev.peregrine.testing.FuzzPieces;
 import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.webtransport.WebTransportReceiver;
@@ -572,7 +573,8 @@ class Http3FuzzTest {
             QuicSslContext serverTls = QuicSslContextBuilder.forServer(keys.getPrivate(), null, certificate)
                     .applicationProtocols(Http3.supportedApplicationProtocols()).build();
             server = Http3Setup.bind(serverGroup, "127.0.0.1", 0, false,
-                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), new AcceptingSessions()));
+                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), new AcceptingSessions(),
+                            new EchoingWebSockets()));
             address = (InetSocketAddress) server.localAddress();
 
             QuicSslContext clientTls = QuicSslContextBuilder.forClient().trustManager(InsecureTrustManagerFactory.INSTANCE)
