@@ -301,7 +301,7 @@ public final class Http3WebSocketClient {
                 if (dataLeft > 0) {
                     int take = (int) Math.min(dataLeft, frames.readableBytes());
                     dataLeft -= take;
-                    ByteBuf payload = frames.readRetainedSlice(take);
+                    ByteBuf payload = frames.readBytes(take); // a copy: frames is compacted below
                     if (status == 200) {
                         ctx.fireChannelRead(payload);
                     } else {
