@@ -2,7 +2,7 @@
 request stream of an HTTP/3 connection, answered 200, then WebSocket frames in the stream's DATA.
 
 Client: no browser does WebSocket over HTTP/3 and no Python HTTP/3 client is installed, so the client
-is ``dev.peregrine.testing.Http3WebSocketClient`` (src/test/java), on Netty's QUIC and HTTP/3
+is ``dev.peregrine.http3.Http3WebSocketClient`` (src/test/java), on Netty's QUIC and HTTP/3
 connection handler, run here as a subprocess with the server's own libraries: commands on its stdin,
 events as JSON lines on its stdout. Maven's test-compile builds it (bin/test runs that first).
 
@@ -27,7 +27,7 @@ from test_tls import certs, https_client  # noqa: F401 (certs is the module-scop
 pytestmark = pytest.mark.peregrine_only
 
 ROOT = Path(__file__).resolve().parents[4]
-CLIENT_CLASS = ROOT / "target" / "test-classes" / "dev" / "peregrine" / "testing" / "Http3WebSocketClient.class"
+CLIENT_CLASS = ROOT / "target" / "test-classes" / "dev" / "peregrine" / "http3" / "Http3WebSocketClient.class"
 SETTINGS_ENABLE_CONNECT_PROTOCOL = "8"
 
 
@@ -48,9 +48,10 @@ class H3WebSockets:
 
     def __init__(self, port, timeout=15):
         assert CLIENT_CLASS.exists(), "%s is missing: run ./mvnw test-compile" % CLIENT_CLASS
-        classpath = os.pathsep.join([str(ROOT / "target" / "test-classes"), str(ROOT / "target" / "quarkus-app" / "lib" / "main" / "*")])
+        # The client reuses the server's varint and QPACK integer helpers: its classes come too.
+        classpath = os.pathsep.join(str(ROOT / "target" / part) for part in ("test-classes", "classes", "quarkus-app/lib/main/*"))
         self.proc = subprocess.Popen(
-            [java(), "-cp", classpath, "dev.peregrine.testing.Http3WebSocketClient", "127.0.0.1", str(port)],
+            [java(), "-cp", classpath, "dev.peregrine.http3.Http3WebSocketClient", "127.0.0.1", str(port)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         self.events = []
         self.lock = threading.Lock()

@@ -1,5 +1,6 @@
-package dev.peregrine.testing;
+package dev.peregrine.http3;
 
+import dev.peregrine.webtransport.Varint;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
@@ -50,7 +51,7 @@ import java.util.concurrent.TimeUnit;
  * A WebSocket over HTTP/3 client (RFC 9220) for the end-to-end tests (test_websocket_h3.py), which run it
  * as a subprocess: no browser and no Python library on these machines speaks it. Netty's QUIC and its
  * HTTP/3 connection handler (control and QPACK streams, SETTINGS) carry the connection; the request
- * stream is framed here, because the incubator HTTP/3 codec (0.0.30) refuses to send {@code :protocol}
+ * stream is framed here (varints and QPACK integers with the server's own helpers), because the incubator HTTP/3 codec (0.0.30) refuses to send {@code :protocol}
  * as it refuses to receive it. The HEADERS are QPACK literals (no dynamic table, no Huffman), which is
  * also all the server sends on such a stream; the WebSocket frames are Netty's client codec.
  *
@@ -176,27 +177,15 @@ public final class Http3WebSocketClient {
             string(section, 0x00, 7, field.getValue().getBytes(StandardCharsets.ISO_8859_1));
         }
         ByteBuf frame = Unpooled.buffer();
-        varint(frame, 0x01);
-        varint(frame, section.readableBytes());
+        Varint.write(frame, 0x01);
+        Varint.write(frame, section.readableBytes());
         frame.writeBytes(section);
         section.release();
         return frame;
     }
 
     private static void string(ByteBuf out, int pattern, int prefixBits, byte[] bytes) {
-        int max = (1 << prefixBits) - 1;
-        long value = bytes.length;
-        if (value < max) {
-            out.writeByte(pattern | (int) value);
-        } else {
-            out.writeByte(pattern | max);
-            value -= max;
-            while (value >= 0x80) {
-                out.writeByte((int) (value & 0x7f) | 0x80);
-                value >>>= 7;
-            }
-            out.writeByte((int) value);
-        }
+        QpackLiterals.prefixed(out, pattern, prefixBits, bytes.length);
         out.writeBytes(bytes);
     }
 
@@ -249,22 +238,6 @@ public final class Http3WebSocketClient {
         return fields;
     }
 
-    private static void varint(ByteBuf out, long value) {
-        if (value < 1 << 6) out.writeByte((int) value);
-        else if (value < 1 << 14) out.writeShort((int) (0x4000 | value));
-        else if (value < 1L << 30) out.writeInt((int) (0x80000000L | value));
-        else out.writeLong(0xc000000000000000L | value);
-    }
-
-    private static long readVarint(ByteBuf in) {
-        if (!in.isReadable()) return -1;
-        int length = 1 << (in.getUnsignedByte(in.readerIndex()) >> 6);
-        if (in.readableBytes() < length) return -1;
-        long value = in.readUnsignedByte() & 0x3f;
-        for (int i = 1; i < length; i++) value = (value << 8) | in.readUnsignedByte();
-        return value;
-    }
-
     /** Bytes that go onto the stream as they are, not in a DATA frame. */
     private record Raw(ByteBuf bytes) {}
 
@@ -311,8 +284,8 @@ public final class Http3WebSocketClient {
                     continue;
                 }
                 int start = frames.readerIndex();
-                long type = readVarint(frames);
-                long length = type < 0 ? -1 : readVarint(frames);
+                long type = Varint.readable(frames) ? Varint.read(frames) : -1;
+                long length = type >= 0 && Varint.readable(frames) ? Varint.read(frames) : -1;
                 if (length < 0 || (type != 0x00 && frames.readableBytes() < length)) {
                     frames.readerIndex(start);
                     break;
@@ -343,8 +316,8 @@ public final class Http3WebSocketClient {
             ByteBuf data = (ByteBuf) msg;
             if (data.isReadable()) {
                 ByteBuf header = ctx.alloc().buffer(9);
-                varint(header, 0x00);
-                varint(header, data.readableBytes());
+                Varint.write(header, 0x00);
+                Varint.write(header, data.readableBytes());
                 ctx.write(header);
             }
             ctx.write(data, promise);
