@@ -271,6 +271,32 @@ def test_a_large_message_both_ways_through_flow_control(ws_server):
         assert message["length"] == size and message["sha256"] == pattern_sha256(size)
 
 
+def test_an_application_that_does_not_read_stops_its_client_by_flow_control(ws_server, certs):
+    count = 4000  # 1 KiB each: 4 MiB, far past the stream window (256 KiB) and the WebSocket queue (32 messages)
+    reset_stats(ws_server, certs)
+    with H3WebSockets(ws_server.port) as c:
+        c.accepted("a", "/slow")
+        c.command("flood", "a", count, 1024)
+        # QUIC takes no more of the stream once the server stops reading it: the client is held at the stream
+        # window and the queue (a few hundred messages), not stalled for a moment by congestion control.
+        def progress():
+            before = len(c.all("a", "progress"))
+            c.command("progress", "a")
+            report = c.wait_for(lambda: c.all("a", "progress")[before:], "the client's progress")[0]
+            return report if report["written"] >= 250 and not report["writable"] else None
+
+        held = poll(progress, timeout=30, interval=0.1)
+        assert held, c.all("a", "progress")[-3:]
+        assert held["written"] < 1000 and c.find("a", "flooded") is None, held
+        assert stats(ws_server, certs)["received"] == 0
+        with https_client(ws_server, certs) as http:
+            assert http.get("/release").text == "released"
+        # Released, the application reads it all, and the window opens for the rest.
+        c.wait_event("a", "flooded", timeout=60)
+        c.command("text", "a", "done")
+        assert c.messages("a", 1, timeout=60)[0]["data"] == str(count)
+
+
 def test_many_websockets_on_one_connection(ws_server):
     with H3WebSockets(ws_server.port) as c:
         for i in range(10):

@@ -60,6 +60,8 @@ import java.util.concurrent.TimeUnit;
  * open NAME PATH [name: value]...   extended CONNECT    → {"event":"headers","stream":..,"status":..,"headers":{..}}
  * text NAME TEXT | binary NAME SIZE  a message (binary: SIZE bytes, byte i = i mod 256)
  * close NAME CODE [REASON]           a close frame      → {"event":"close","code":..,"reason":..} from the server
+ * flood NAME COUNT SIZE             COUNT binary messages at once → {"event":"flooded"} once QUIC took them all
+ * progress NAME                      → {"event":"progress","written":..,"writable":..}: messages QUIC took so far
  * fin NAME | reset NAME CODE         end or reset the stream → {"event":"end"|"reset",..} when the server does
  * trailers NAME                      a HEADERS frame after the CONNECT's
  * </pre>
@@ -140,6 +142,9 @@ public final class Http3WebSocketClient {
                 case "text" -> stream.writeAndFlush(new TextWebSocketFrame(command[2]));
                 case "binary" -> stream.writeAndFlush(new BinaryWebSocketFrame(Unpooled.wrappedBuffer(pattern(Integer.parseInt(command[2])))));
                 case "close" -> stream.writeAndFlush(new CloseWebSocketFrame(Integer.parseInt(command[2]), command.length > 3 ? command[3] : ""));
+                case "flood" -> ((WebSocketStream) stream.pipeline().first()).flood(stream, Integer.parseInt(command[2]),
+                        Integer.parseInt(command[3]));
+                case "progress" -> ((WebSocketStream) stream.pipeline().first()).progress(stream);
                 case "fin" -> stream.shutdownOutput();
                 case "reset" -> stream.shutdown(Integer.parseInt(command[2]));
                 case "trailers" -> stream.writeAndFlush(new Raw(headersFrame(Map.of("x-trailer", "1"))));
@@ -251,9 +256,25 @@ public final class Http3WebSocketClient {
         private long dataLeft;
         private int status = -1;
         private final StringBuilder body = new StringBuilder();
+        private int written, flooding;
 
         WebSocketStream(String name) {
             this.name = name;
+        }
+
+        void flood(QuicStreamChannel stream, int count, int size) {
+            flooding = count;
+            byte[] payload = pattern(size);
+            for (int i = 0; i < count; i++) {
+                stream.write(new BinaryWebSocketFrame(Unpooled.wrappedBuffer(payload))).addListener(future -> {
+                    if (future.isSuccess() && ++written == flooding) event(name, "\"event\":\"flooded\"");
+                });
+            }
+            stream.flush();
+        }
+
+        void progress(QuicStreamChannel stream) {
+            event(name, "\"event\":\"progress\",\"written\":" + written + ",\"writable\":" + stream.isWritable());
         }
 
         @Override
