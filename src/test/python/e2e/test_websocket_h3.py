@@ -190,6 +190,7 @@ def test_scope_says_http3(ws_server):
     assert headers["host"] == "localhost" and headers["x-probe"] == "h3" and headers["sec-websocket-version"] == "13"
     assert not any(name.startswith(":") for name, _ in report["headers"])
     assert report["has_method"] is False
+    assert report["server"] == ["127.0.0.1", ws_server.port] and report["client"][0] == "127.0.0.1", report
 
 
 def test_subprotocol_and_extra_headers_are_in_the_200(ws_server):

@@ -143,7 +143,12 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         return early == null ? Unpooled.EMPTY_BUFFER : early;
     }
 
-    private ByteBuf headersFrame(ResponseHead response, long completeSize) {
+    @Override
+    public InetSocketAddress serverAddress() {
+        return connection.local;
+    }
+
+        private ByteBuf headersFrame(ResponseHead response, long completeSize) {
         DefaultHttp3Headers headers = new DefaultHttp3Headers(false);
         headers.status(Integer.toString(response.status()));
         FieldListResponses.fill(headers, response, completeSize, null, connection.settings.tlsHeaders());
