@@ -32,8 +32,8 @@ import java.util.concurrent.TimeUnit;
  * One QUIC connection carrying HTTP/3: what its request streams share (the peer, the settings), the
  * count against --max-connections, --keep-alive for a connection without requests, --request-timeout
  * for a request body that stalls, and the drain (GOAWAY, then close once the open requests are done).
- * It also knows the connection's WebSockets, and its WebTransport sessions, by the ID of their CONNECT stream, to which
- * their streams and datagrams are sent.
+ * It also knows the connection's WebSockets, and its WebTransport sessions by the ID of their CONNECT
+ * stream, to which their streams and datagrams are sent.
  */
 final class Http3Connection extends ChannelInboundHandlerAdapter {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
@@ -242,7 +242,9 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
         }
         for (Http3WebTransport session : new ArrayList<>(sessions.values())) session.drain();
         // Each WebSocket closes with 1001, in its own pipeline, as over the other transports.
-        for (QuicStreamChannel webSocket : new ArrayList<>(webSocketStreams)) webSocket.pipeline().fireUserEventTriggered(DrainEvent.INSTANCE);
+        for (QuicStreamChannel webSocket : new ArrayList<>(webSocketStreams)) {
+            webSocket.pipeline().fireUserEventTriggered(DrainEvent.INSTANCE);
+        }
         if (idle()) closeWhenStillIdle();
     }
 
