@@ -18,7 +18,8 @@ import io.netty.util.AsciiString;
  *   <li>a WebTransport stream (its first varint is WEBTRANSPORT_STREAM, 0x41): the codec would read it as
  *       an unknown frame;</li>
  *   <li>an extended CONNECT (RFC 9220, {@code :protocol}): the incubator codec (0.0.30) refuses the
- *       pseudo-header, so the HEADERS frame is decoded here first (see {@link QpackSections}).</li>
+ *       pseudo-header, so the HEADERS frame is decoded here first (see {@link QpackSections}), and the
+ *       stream goes to a WebSocket ({@link Http3WebSocket}) or a WebTransport session.</li>
  * </ul>
  * Anything else (every ordinary request) goes on to the codec untouched, and this handler leaves.
  */
@@ -27,6 +28,7 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
     private static final long HEADERS = 0x01;
     /** QPACK's static index of {@code :method CONNECT} (RFC 9204 Appendix A). */
     private static final int STATIC_CONNECT = 15;
+    private static final byte[] METHOD = ":method".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
     private final Http3Connection connection;
     private ByteBuf held;
@@ -111,13 +113,14 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
         }
         ByteBuf rest = held;
         held = null;
-        handOver(ctx, new Http3WebTransport(connection, headers, protocol), rest);
+        handOver(ctx, AsciiString.contentEqualsIgnoreCase(protocol, "websocket") ? new Http3WebSocket(connection, headers)
+                : new Http3WebTransport(connection, headers, protocol), rest);
     }
 
     /**
      * Whether a field section may hold {@code :method CONNECT}: by its static index (what browsers send)
-     * or by a literal with {@code :method}'s name. Only those are decoded here; everything else is
-     * decoded once, by the codec.
+     * or by a literal with {@code :method}'s name, referenced or spelled out. Only those are decoded here;
+     * everything else is decoded once, by the codec.
      */
     private static boolean mayBeConnect(ByteBuf section, int from, int length) {
         for (int i = from, end = from + length; i < end; i++) {
@@ -125,8 +128,17 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
             if (b == (0xc0 | STATIC_CONNECT)) return true;
             // a literal with a static name reference, index 15 to 21 (:method's entries): 01N1 1111, then 0 to 6
             if ((b & 0xdf) == 0x5f && i + 1 < end && (section.getByte(i + 1) & 0xff) <= 21 - STATIC_CONNECT) return true;
+            // a literal name, not Huffman-coded, of 7 bytes (its 3-bit prefix full, then 0): 001N 0111 0000 0000 ":method"
+            if ((b & 0xef) == 0x27 && i + 2 + METHOD.length <= end && section.getByte(i + 1) == 0 && startsWith(section, i + 2, METHOD)) {
+                return true;
+            }
         }
         return false;
+    }
+
+    private static boolean startsWith(ByteBuf bytes, int at, byte[] prefix) {
+        for (int k = 0; k < prefix.length; k++) if (bytes.getByte(at + k) != prefix[k]) return false;
+        return true;
     }
 
     /** Leaves the stream to the HTTP/3 codec, with what was read so far. */

@@ -3,8 +3,10 @@ package dev.peregrine.http3;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.Connections;
+import dev.peregrine.http.Connections.DrainEvent;
 import dev.peregrine.webtransport.Varint;
 import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.websocket.WebSocketApplication;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
@@ -30,8 +32,8 @@ import java.util.concurrent.TimeUnit;
  * One QUIC connection carrying HTTP/3: what its request streams share (the peer, the settings), the
  * count against --max-connections, --keep-alive for a connection without requests, --request-timeout
  * for a request body that stalls, and the drain (GOAWAY, then close once the open requests are done).
- * It also knows the connection's WebTransport sessions, by the ID of their CONNECT stream, to which
- * their streams and datagrams are sent.
+ * It also knows the connection's WebSockets, and its WebTransport sessions by the ID of their CONNECT
+ * stream, to which their streams and datagrams are sent.
  */
 final class Http3Connection extends ChannelInboundHandlerAdapter {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
@@ -45,7 +47,11 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     final int spareHeaders;
     /** Where WebTransport sessions go; null when the application cannot take them (they get 501). */
     final WebTransportApplication webTransport;
+    /** Where WebSockets (RFC 9220) go; null when they are refused (WSGI, --no-websockets: 501). */
+    final WebSocketApplication webSockets;
     private final Set<Http3Stream> streams = new LinkedHashSet<>();
+    /** The streams that carry a WebSocket: the drain reaches them, and they keep the connection from idling. */
+    private final Set<QuicStreamChannel> webSocketStreams = new LinkedHashSet<>();
     private final Map<Long, Http3WebTransport> sessions = new HashMap<>();
 
     private ChannelHandlerContext ctx;
@@ -60,10 +66,11 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     private boolean draining;
     private boolean closed;
 
-    Http3Connection(RequestCore core, WebTransportApplication webTransport) {
+    Http3Connection(RequestCore core, WebTransportApplication webTransport, WebSocketApplication webSockets) {
         this.core = core;
         this.webTransport = webTransport;
         this.settings = core.settings();
+        this.webSockets = settings.webSocket() == null ? null : webSockets;
         this.connections = core.connections();
         this.spareBytes = core.spareBytes();
         this.spareHeaders = core.spareHeaders();
@@ -180,6 +187,18 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
         if (sessions.remove(session.id()) != null && draining && idle()) closeWhenStillIdle();
     }
 
+    /** A WebSocket's CONNECT stream was handed to the application. */
+    void webSocketOpened(QuicStreamChannel stream) {
+        lastActivity = System.nanoTime();
+        lastStreamId = Math.max(lastStreamId, stream.streamId());
+        webSocketStreams.add(stream);
+    }
+
+    void webSocketEnded(QuicStreamChannel stream) {
+        lastActivity = System.nanoTime();
+        if (webSocketStreams.remove(stream) && draining && idle()) closeWhenStillIdle();
+    }
+
     Http3WebTransport session(long connectStreamId) {
         return sessions.get(connectStreamId);
     }
@@ -210,7 +229,7 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     }
 
     private boolean idle() {
-        return streams.isEmpty() && sessions.isEmpty();
+        return streams.isEmpty() && sessions.isEmpty() && webSocketStreams.isEmpty();
     }
 
     private void startDraining() {
@@ -222,6 +241,10 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
             control.writeAndFlush(new DefaultHttp3GoAwayFrame(lastStreamId < 0 ? 0 : lastStreamId + 4));
         }
         for (Http3WebTransport session : new ArrayList<>(sessions.values())) session.drain();
+        // Each WebSocket closes with 1001, in its own pipeline, as over the other transports.
+        for (QuicStreamChannel webSocket : new ArrayList<>(webSocketStreams)) {
+            webSocket.pipeline().fireUserEventTriggered(DrainEvent.INSTANCE);
+        }
         if (idle()) closeWhenStillIdle();
     }
 

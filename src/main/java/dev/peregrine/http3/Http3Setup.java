@@ -3,6 +3,7 @@ package dev.peregrine.http3;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.websocket.WebSocketApplication;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler;
@@ -58,9 +59,10 @@ public final class Http3Setup {
     /**
      * @param engines the TLS engine of each new connection (its certificate), so that a reload of the
      *                certificates reaches new connections
+     * @param webSockets where WebSockets over HTTP/3 (RFC 9220) go; null when they are refused
      */
     public static ChannelHandler quicCodec(Function<QuicChannel, QuicSslEngine> engines, RequestCore core,
-                                           WebTransportApplication webTransport) {
+                                           WebTransportApplication webTransport, WebSocketApplication webSockets) {
         HttpSettings settings = core.settings();
         return Http3.newQuicServerCodecBuilder()
                 .sslEngineProvider(engines)
@@ -81,7 +83,7 @@ public final class Http3Setup {
                 .handler(new ChannelInitializer<QuicChannel>() {
                     @Override
                     protected void initChannel(QuicChannel quic) {
-                        Http3Connection connection = new Http3Connection(core, webTransport);
+                        Http3Connection connection = new Http3Connection(core, webTransport, webSockets);
                         quic.pipeline().addLast(
                                 new Http3ServerConnectionHandler(new ChannelInitializer<QuicStreamChannel>() {
                                     @Override
@@ -122,6 +124,8 @@ public final class Http3Setup {
         DefaultHttp3SettingsFrame frame = new DefaultHttp3SettingsFrame();
         frame.put(Http3SettingsFrame.HTTP3_SETTINGS_MAX_FIELD_SECTION_SIZE, (long) settings.maxHeadSize());
         // Chromium opens a WebTransport session only on a connection whose SETTINGS say draft-02 and datagrams.
+        // Extended CONNECT serves WebSockets too (RFC 9220); it stays on without them, for WebTransport, and
+        // a WebSocket's CONNECT is then answered 501, as over HTTP/2.
         frame.put(SETTINGS_ENABLE_CONNECT_PROTOCOL, 1L);
         frame.put(SETTINGS_ENABLE_WEBTRANSPORT, 1L);
         frame.put(SETTINGS_H3_DATAGRAM, 1L);

@@ -3,12 +3,14 @@ package dev.peregrine.http3;
 import dev.peregrine.http.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
+import io.netty.incubator.codec.http3.Http3Headers;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 
 /**
  * A response HEADERS frame for a stream the HTTP/3 codec no longer owns (a WebTransport session's
- * CONNECT stream), QPACK-encoded with the static table and plain literals only: no dynamic table and
+ * CONNECT stream, a WebSocket's), QPACK-encoded with the static table and plain literals only: no dynamic table and
  * no Huffman coding, which every decoder reads (RFC 9204 4.5). Netty's encoder is not public.
  */
 final class QpackLiterals {
@@ -48,6 +50,19 @@ final class QpackLiterals {
         frame.writeBytes(section);
         section.release();
         return frame;
+    }
+
+    /** The frame for a complete field list, {@code :status} first (names are lower-case already, as HTTP/3 requires). */
+    static ByteBuf headersFrame(ByteBufAllocator alloc, Http3Headers headers) {
+        int status = Integer.parseInt(headers.status().toString());
+        String[] fields = new String[2 * headers.size()];
+        int n = 0;
+        for (Map.Entry<CharSequence, CharSequence> field : headers) {
+            if (field.getKey().length() > 0 && field.getKey().charAt(0) == ':') continue;
+            fields[n++] = field.getKey().toString();
+            fields[n++] = field.getValue().toString();
+        }
+        return headersFrame(alloc, status, java.util.Arrays.copyOf(fields, n), null);
     }
 
     /** A literal field line with a literal name (001NHxxx), neither Huffman-coded. */

@@ -172,7 +172,7 @@ public final class WorkerAssembly {
         if (settings.protocols().http3()) {
             try {
                 quic = Http3Setup.bind(workers, settings.listen().host(), settings.protocols().quicPort(), SupervisorLink.supervised(),
-                        Http3Setup.quicCodec(tls.quicEngines(), core, application.webTransport()));
+                        Http3Setup.quicCodec(tls.quicEngines(), core, application.webTransport(), application.webSockets()));
             } catch (Exception e) {
                 throw new StartFailure(1, "cannot listen on udp " + settings.listen().host() + ":" + settings.protocols().quicPort()
                         + " (--http3): " + e.getMessage(), "");

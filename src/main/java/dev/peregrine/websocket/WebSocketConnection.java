@@ -127,6 +127,8 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     public String scheme() { return scheme; }
     public InetSocketAddress remoteAddress() { return client; }
     public InetSocketAddress localAddress() {
+        InetSocketAddress server = http.serverAddress();
+        if (server != null) return server;
         return channel.localAddress() instanceof InetSocketAddress inet ? inet : null;
     }
     public List<String> subprotocols() { return subprotocols; }

@@ -7,6 +7,7 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
+import dev.peregrine.testing.EchoingWebSockets;
 import dev.peregrine.testing.FuzzPieces;
 import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.webtransport.WebTransportReceiver;
@@ -36,6 +37,7 @@ import org.bouncycastle.cert.jcajce.JcaX509CertificateConverter;
 import org.bouncycastle.cert.jcajce.JcaX509v3CertificateBuilder;
 import org.bouncycastle.operator.jcajce.JcaContentSignerBuilder;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintWriter;
@@ -78,6 +80,11 @@ import static org.junit.jupiter.api.Assertions.fail;
  * when the input was a request stream and the connection is still open, else on a new one); and every
  * request the application saw has ended: none left in flight. The connection is reused from input to
  * input while it lasts, and a new one is made when the input needs its own control or QPACK stream.
+ *
+ * <p>A flag of {@link #streams} makes the request stream a WebSocket's (RFC 9220, an extended CONNECT
+ * with {@code :protocol websocket} that {@link ExtendedConnect} hands to {@link Http3WebSocket}), served by
+ * an application that echoes; the fuzzed bytes follow the CONNECT, raw or each piece in a DATA frame.
+ * The same holds afterwards: the stream ended or reset, the WebSocket no longer in flight.
  *
  * <p>{@link #webTransport} opens a WebTransport session (an extended CONNECT, which {@link ExtendedConnect}
  * takes away from Netty's codec) with an application that accepts every session, and fuzzes what
@@ -133,9 +140,14 @@ class Http3FuzzTest {
         QuicStreamChannel stream;
         Collector collector = new Collector();
         ByteBuf first = null;
+        // After HEADERS, a flag makes them a WebSocket's extended CONNECT (RFC 9220), which the application
+        // accepts, and another puts each piece in a DATA frame, so that the fuzzer reaches the WebSocket frames at once.
+        boolean webSocket = kind == REQUEST_AFTER_HEADERS && (flags & 8) != 0;
+        boolean inData = webSocket && (flags & 16) != 0;
         if (request) {
             stream = client.newStream(QuicStreamType.BIDIRECTIONAL, collector);
-            if (kind == REQUEST_AFTER_HEADERS) first = headersFrame((flags & 1) != 0 ? "POST" : "GET");
+            if (webSocket) first = extendedConnectFrame("websocket");
+            else if (kind == REQUEST_AFTER_HEADERS) first = headersFrame((flags & 1) != 0 ? "POST" : "GET");
         } else {
             stream = client.newStream(QuicStreamType.UNIDIRECTIONAL, Drain.INSTANCE);
             first = Unpooled.buffer();
@@ -146,6 +158,12 @@ class Http3FuzzTest {
         if (stream != null) {
             if (first != null) stream.writeAndFlush(first);
             for (byte[] piece : FuzzPieces.split(input, pieces)) {
+                if (inData) {
+                    ByteBuf header = Unpooled.buffer(9);
+                    writeVarint(header, 0x00);
+                    writeVarint(header, piece.length);
+                    stream.write(header);
+                }
                 stream.writeAndFlush(Unpooled.wrappedBuffer(piece));
             }
             // Ending a critical stream (control, QPACK) is a connection error; the fuzzer says whether it happens.
@@ -211,7 +229,7 @@ class Http3FuzzTest {
         Collector connect = new Collector();
         QuicStreamChannel connectStream = client.newStream(QuicStreamType.BIDIRECTIONAL, connect);
         if (connectStream == null) fail("no stream for a session on a connection with stream credit");
-        connectStream.writeAndFlush(extendedConnectFrame());
+        connectStream.writeAndFlush(extendedConnectFrame("webtransport"));
         if (kind == ON_CONNECT_STREAM) {
             for (byte[] piece : FuzzPieces.split(input, pieces)) connectStream.writeAndFlush(Unpooled.wrappedBuffer(piece));
         } else {
@@ -253,18 +271,58 @@ class Http3FuzzTest {
         rig.assertNoProblems();
     }
 
-    /** An extended CONNECT for a WebTransport session on https://localhost/, as Chromium sends it (literal :protocol). */
-    static ByteBuf extendedConnectFrame() {
+    /**
+     * The opening the fuzzer builds on reaches the WebSocket: a 200, then the echo of a text frame sent in
+     * a DATA frame; the client's FIN ends the stream, and the WebSocket is no longer in flight.
+     */
+    @Test
+    void theWebSocketOpeningIsServedAndEchoes() throws Exception {
+        Rig rig = Rig.get();
+        rig.problems.clear();
+        Client client = rig.clientFor(-1);
+        Collector collector = new Collector();
+        QuicStreamChannel stream = client.newStream(QuicStreamType.BIDIRECTIONAL, collector);
+        if (stream == null) fail("no stream on a new connection");
+        // A masked text frame "hello" (mask 0x01020304), in a DATA frame.
+        byte[] masked = {(byte) 0x81, (byte) 0x85, 1, 2, 3, 4, 'h' ^ 1, 'e' ^ 2, 'l' ^ 3, 'l' ^ 4, 'o' ^ 1};
+        ByteBuf data = Unpooled.buffer();
+        writeVarint(data, 0x00);
+        writeVarint(data, masked.length);
+        data.writeBytes(masked);
+        stream.write(extendedConnectFrame("websocket"));
+        stream.writeAndFlush(data);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MILLIS);
+        while (!collector.receivedSoFar().contains("\u0081\u0005hello")) {
+            if (System.nanoTime() > deadline || collector.done.isDone()) fail("no echo of the text frame: " + collector.receivedSoFar());
+            Thread.sleep(5);
+        }
+        stream.shutdownOutput();
+        Response response = collector.done.get(WAIT_MILLIS, TimeUnit.MILLISECONDS);
+        if (!response.fin() || response.status() != 200) fail("the WebSocket's stream did not end with a FIN after its 200: " + response);
+        awaitNoneInFlight(rig);
+        rig.assertNoProblems();
+    }
+
+    /**
+     * An extended CONNECT on https://localhost/, as Chromium sends one for a WebTransport session (literal
+     * :protocol); a WebSocket's has its version header too.
+     */
+    static ByteBuf extendedConnectFrame(String protocol) {
         ByteBuf fields = Unpooled.buffer();
         fields.writeByte(0x00).writeByte(0x00);
         fields.writeByte(0xc0 | 15); // :method CONNECT
-        byte[] protocol = ":protocol".getBytes(StandardCharsets.US_ASCII);
-        fields.writeByte(0x20 | 7).writeByte(protocol.length - 7).writeBytes(protocol); // a literal name, 3-bit prefix
-        fields.writeByte(12).writeBytes("webtransport".getBytes(StandardCharsets.US_ASCII));
+        byte[] name = ":protocol".getBytes(StandardCharsets.US_ASCII);
+        fields.writeByte(0x20 | 7).writeByte(name.length - 7).writeBytes(name); // a literal name, 3-bit prefix
+        fields.writeByte(protocol.length()).writeBytes(protocol.getBytes(StandardCharsets.US_ASCII));
         fields.writeByte(0xc0 | 23); // :scheme https
         fields.writeByte(0xc0 | 1); // :path /
         fields.writeByte(0x50 | 0); // :authority, literal value
         fields.writeByte(9).writeBytes("localhost".getBytes(StandardCharsets.US_ASCII));
+        if (protocol.equals("websocket")) {
+            byte[] version = "sec-websocket-version".getBytes(StandardCharsets.US_ASCII);
+            fields.writeByte(0x20 | 7).writeByte(version.length - 7).writeBytes(version);
+            fields.writeByte(2).writeBytes("13".getBytes(StandardCharsets.US_ASCII));
+        }
         ByteBuf frame = Unpooled.buffer();
         writeVarint(frame, 0x01);
         writeVarint(frame, fields.readableBytes());
@@ -405,6 +463,11 @@ class Http3FuzzTest {
         /** Not a ByteBuf: one left unreleased (a stream that never ends) would be reported as the server's leak. */
         private final ByteArrayOutputStream received = new ByteArrayOutputStream();
 
+        /** What came so far, as ISO-8859-1 text; from the client's event loop while the stream reads. */
+        synchronized String receivedSoFar() {
+            return received.toString(StandardCharsets.ISO_8859_1);
+        }
+
         @Override
         public void handlerAdded(ChannelHandlerContext ctx) {
             // The server's FIN is an event, not the stream's close: a reset is told apart from it.
@@ -418,7 +481,9 @@ class Http3FuzzTest {
             if (msg instanceof ByteBuf buf && received.size() < 64 * 1024) {
                 byte[] bytes = new byte[buf.readableBytes()];
                 buf.readBytes(bytes);
-                received.writeBytes(bytes);
+                synchronized (this) {
+                    received.writeBytes(bytes);
+                }
             }
             ReferenceCountUtil.release(msg);
         }
@@ -572,7 +637,8 @@ class Http3FuzzTest {
             QuicSslContext serverTls = QuicSslContextBuilder.forServer(keys.getPrivate(), null, certificate)
                     .applicationProtocols(Http3.supportedApplicationProtocols()).build();
             server = Http3Setup.bind(serverGroup, "127.0.0.1", 0, false,
-                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), new AcceptingSessions()));
+                    Http3Setup.quicCodec(ch -> serverTls.newEngine(ch.alloc()), new RequestCore(settings, connections, new AnsweringApplication()), new AcceptingSessions(),
+                            new EchoingWebSockets()));
             address = (InetSocketAddress) server.localAddress();
 
             QuicSslContext clientTls = QuicSslContextBuilder.forClient().trustManager(InsecureTrustManagerFactory.INSTANCE)
