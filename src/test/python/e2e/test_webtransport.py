@@ -25,6 +25,7 @@ import chromium
 from chromium import DevToolsError
 from conftest import assert_clean_exit, free_port, poll
 from test_http3 import free_udp_port
+from test_rate_limit import metric
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -470,12 +471,8 @@ def test_drain_closes_open_sessions(browser, start_server, wt_cert):
 
 
 def requests_metric(port, status_class):
-    import httpx
-
     # CONNECT is not one of the methods the metrics name: it is counted as "other".
-    line = 'peregrine_requests_total{method="other",protocol="HTTP/3",status="%s"} ' % status_class
-    text = httpx.get("http://127.0.0.1:%d/metrics" % port, timeout=10).text
-    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(line))
+    return metric(port, 'peregrine_requests_total{method="other",protocol="HTTP/3",status="%s"}' % status_class)
 
 
 def test_sessions_are_logged_and_counted(browser, start_server, wt_cert):

@@ -149,7 +149,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     }
 
     /**
-     * In the metrics, and in the access log once the CONNECT is a handshake (it passed to the rate limit):
+     * In the metrics, and in the access log once the CONNECT is a handshake (it reached the rate limit):
      * as a WebSocket's, the only record of a session is its answer, since no exchange records it.
      */
     private void answerRecorded(int status, long bytes) {
