@@ -86,10 +86,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
     private void begin() {
         if (answered || !channel.isActive()) return;
         if (connection.webSockets == null) {
-            answered = true;
-            Refusal refusal = Refusal.of(501, "WebSocket is not supported");
-            writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            connection.core.refused(head, MetricsLayout.HTTP_3, 501, startNanos, refusal.body().length);
+            refuse(Refusal.of(501, "WebSocket is not supported"));
             return;
         }
         ForwardedHeaders.Origin origin = connection.core.upgradeOrigin(head, connection.peer, connection.peerIsTrustedProxy);
@@ -122,6 +119,13 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         int size = body == null ? 0 : body.readableBytes();
         writeAnswer(response, body);
         connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, response.status(), size, startNanos);
+    }
+
+    /** A refusal of the server's own, not a handshake's answer: counted, as over HTTP/2, but not logged. */
+    private void refuse(Refusal refusal) {
+        answered = true;
+        writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+        connection.core.refused(head, MetricsLayout.HTTP_3, refusal.status(), startNanos, refusal.body().length);
     }
 
     /** A complete response, then the stream's end (Netty's close sends the FIN, and STOP_SENDING for a client still sending). */
@@ -234,10 +238,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         if (evt instanceof ChannelInputShutdownEvent && !answered) {
             // A WebSocket's CONNECT may not end its stream: the client can send no frame after it (RFC 9220
             // 3, RFC 8441 4). A 400, as over HTTP/2; an application already told hears of it as a disconnect.
-            answered = true;
-            Refusal refusal = Refusal.of(400, "a WebSocket's CONNECT cannot end its stream");
-            writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            connection.core.refused(head, MetricsLayout.HTTP_3, 400, startNanos, refusal.body().length);
+            refuse(Refusal.of(400, "a WebSocket's CONNECT cannot end its stream"));
         } else if (evt instanceof ChannelInputShutdownEvent) {
             // The client ended its side: after a close handshake that is the end; before it, the WebSocket is
             // lost. Closed once what is queued is written (a close frame's echo), and not within this event:
