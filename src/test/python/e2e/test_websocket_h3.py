@@ -160,6 +160,22 @@ def test_without_websockets_a_connect_gets_501(start_server, certs, target, opti
         assert c.find(None, "connection-close") is None
 
 
+def test_a_connect_that_ends_its_stream_gets_400(ws_server, certs):
+    reset_stats(ws_server, certs)
+    with H3WebSockets(ws_server.port) as c:
+        c.command("open-fin", "a", "/wait")
+        answer = c.wait_for(lambda: c.find("a", "headers") or c.find("a", "reset"), "the answer to the CONNECT")
+        assert answer.get("status") == 400, answer
+        assert "cannot end its stream" in c.wait_event("a", "end")["body"]
+        # A stream error only, as over HTTP/2: the connection serves on.
+        c.accepted("b", "/echo")
+        c.command("close", "b", 1000)
+        c.wait_event("b", "close")
+        assert c.find(None, "connection-close") is None
+    # Refused before the application heard of it: /wait would have recorded its disconnect (1006) first.
+    assert poll(lambda: stats(ws_server, certs)["disconnects"]) == [[1000, ""]]
+
+
 # ---------------------------------------------------------------------------
 # serving
 
@@ -324,3 +340,50 @@ def test_drain_closes_websockets_with_1001(start_server, certs):
         c.command("close", "a", 1001)
         c.wait_event("a", "end")
     assert server.wait_exit(30) == 0, server.output()[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# compression and keepalive, as over HTTP/1.1 and HTTP/2
+
+
+def test_permessage_deflate_over_h3(start_server, certs):
+    server = start_h3(start_server, certs, "--port", free_udp_port(), "--ws-compress", target="raw_ws:app")
+    with H3WebSockets(server.port) as c:
+        answer = c.accepted("a", "/echo", "sec-websocket-extensions: permessage-deflate; client_max_window_bits")
+        assert answer["headers"].get("sec-websocket-extensions", "").startswith("permessage-deflate"), answer
+        text = "compressible " * 500
+        c.command("text", "a", text)
+        c.command("binary", "a", 76800)
+        messages = c.messages("a", 2)
+        # The client's messages went compressed too (its deflate encoder sets RSV1 on every one), and came back whole.
+        assert messages[0]["data"] == text and messages[0]["rsv1"] is True, {k: v for k, v in messages[0].items() if k != "data"}
+        assert messages[1]["sha256"] == pattern_sha256(76800) and messages[1]["rsv1"] is True, messages[1]
+        # Without the offer, nothing is compressed.
+        plain = c.accepted("b", "/echo")
+        assert "sec-websocket-extensions" not in plain["headers"], plain
+        c.command("text", "b", text)
+        assert c.messages("b", 1)[0]["rsv1"] is False
+
+
+def test_pings_keep_the_websocket_alive(start_server, certs):
+    server = start_h3(start_server, certs, "--port", free_udp_port(), "--ws-ping-interval", "100",
+                      "--ws-ping-timeout", "5000", target="raw_ws:app")
+    with H3WebSockets(server.port) as c:
+        c.accepted("a", "/echo")
+        c.wait_for(lambda: len(c.all("a", "ping")) >= 3, "three pings from the server")
+        c.command("text", "a", "still here")
+        assert c.messages("a", 1)[0]["data"] == "still here"
+        assert c.find("a", "close") is None
+
+
+def test_a_client_that_does_not_answer_pings_is_closed_1011(start_server, certs):
+    server = start_h3(start_server, certs, "--port", free_udp_port(), "--ws-ping-interval", "100", "--ws-ping-timeout", "200",
+                      target="raw_ws:app")
+    with H3WebSockets(server.port) as c:
+        c.accepted("a", "/wait")
+        c.command("mute", "a")
+        close = c.wait_event("a", "close")
+        assert (close["code"], close["reason"]) == (1011, "keepalive ping timeout"), close
+        # Dropped, without waiting for the client's answer to the close.
+        c.wait_for(lambda: c.find("a", "end") or c.find("a", "reset"), "the stream's end")
+        assert poll(lambda: [code for code, _ in stats(server, certs)["disconnects"]]) == [1011]

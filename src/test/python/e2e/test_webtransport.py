@@ -23,8 +23,9 @@ import pytest
 
 import chromium
 from chromium import DevToolsError
-from conftest import assert_clean_exit, poll
+from conftest import assert_clean_exit, free_port, poll
 from test_http3 import free_udp_port
+from test_rate_limit import metric
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -461,6 +462,58 @@ def test_drain_closes_open_sessions(browser, start_server, wt_cert):
         result = run(page, wt_cert, "return await window.__kept.closed.then(v => v, e => ({error: String(e)}));")
         assert result == {"closeCode": 0, "reason": "the server is shutting down"}
         assert_clean_exit(server, server.stop())
+    finally:
+        page.close()
+
+
+# ---------------------------------------------------------------------------
+# The edge: access log, metrics and the rate limit, as for a WebSocket's handshake
+
+
+def requests_metric(port, status_class):
+    # CONNECT is not one of the methods the metrics name: it is counted as "other".
+    return metric(port, 'peregrine_requests_total{method="other",protocol="HTTP/3",status="%s"}' % status_class)
+
+
+def test_sessions_are_logged_and_counted(browser, start_server, wt_cert):
+    metrics = free_port()
+    server = start_wt(start_server, wt_cert, "--access-log", "--metrics-port", metrics)
+    page = open_page(browser, server)
+    try:
+        sid = new_id()
+        assert run(page, wt_cert, 'const wt = open("/echo?id=%s"); await wt.ready; wt.close(); return "ok";' % sid) == "ok"
+        assert server.wait_for_output('"CONNECT /echo?id=%s HTTP/3" 200' % sid, timeout=10), server.output()[-2000:]
+        refused = run(page, wt_cert, """
+          const wt = open("/refuse?status=404");
+          try { await wt.ready; return "accepted"; } catch (e) { return "refused"; }
+        """)
+        assert refused == "refused"
+        assert server.wait_for_output('"CONNECT /refuse?status=404 HTTP/3" 404', timeout=10), server.output()[-2000:]
+        assert poll(lambda: requests_metric(metrics, "2xx") == 1 and requests_metric(metrics, "4xx") == 1), \
+            (requests_metric(metrics, "2xx"), requests_metric(metrics, "4xx"))
+    finally:
+        page.close()
+
+
+def test_the_rate_limit_refuses_sessions_with_429(browser, start_server, wt_cert):
+    # One request an hour past a burst of 4: the page (and whatever else Chromium fetches) spends part of
+    # the burst, the first sessions the rest, and then a session is refused.
+    server = start_wt(start_server, wt_cert, "--access-log", "--rate-limit", "1/h", "--rate-limit-burst", "4")
+    page = open_page(browser, server)
+    try:
+        results = run(page, wt_cert, """
+          const results = [];
+          for (let n = 0; n < 6; n++) {
+            const wt = open("/echo?n=" + n);
+            try { await wt.ready; wt.close(); results.push("accepted"); } catch (e) { results.push("refused"); }
+          }
+          return results;
+        """)
+        assert results[0] == "accepted" and results[-1] == "refused", results
+        n = results.index("refused")
+        assert results[n:] == ["refused"] * (6 - n), results
+        assert server.wait_for_output('"CONNECT /echo?n=0 HTTP/3" 200', timeout=10), server.output()[-2000:]
+        assert server.wait_for_output('"CONNECT /echo?n=%d HTTP/3" 429' % n, timeout=10), server.output()[-2000:]
     finally:
         page.close()
 

@@ -1,11 +1,9 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.FieldListRequests;
-import dev.peregrine.http.FieldListResponses;
 import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.Refusal;
-import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Varint;
@@ -72,25 +70,23 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         this.channel = (QuicStreamChannel) ctx.channel();
         this.startNanos = System.nanoTime();
         channel.config().setAutoRead(false);
-        begin();
-    }
-
-    private void begin() {
-        RequestHead request;
         try {
-            request = FieldListRequests.build(fields, fields.method(), fields.scheme(), fields.path(), fields.authority(), false,
+            head = FieldListRequests.build(fields, fields.method(), fields.scheme(), fields.path(), fields.authority(), false,
                     connection.spareBytes, connection.spareHeaders);
         } catch (FieldListRequests.Malformed e) {
             answered = true;
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
             return;
         }
-        head = request;
+        // Not yet: a FIN that came with the HEADERS is reported after them, within the same read, and such
+        // a CONNECT is refused before the application hears of it (userEventTriggered).
+        ctx.executor().execute(this::begin);
+    }
+
+    private void begin() {
+        if (answered || !channel.isActive()) return;
         if (connection.webSockets == null) {
-            answered = true;
-            Refusal refusal = Refusal.of(501, "WebSocket is not supported");
-            writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            connection.core.refused(head, MetricsLayout.HTTP_3, 501, startNanos, refusal.body().length);
+            refuse(Refusal.of(501, "WebSocket is not supported"));
             return;
         }
         ForwardedHeaders.Origin origin = connection.core.upgradeOrigin(head, connection.peer, connection.peerIsTrustedProxy);
@@ -115,26 +111,33 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
 
     @Override
     public void respond(ResponseHead response, ByteBuf body) {
+        if (answered) { // refused already, for its stream's end
+            if (body != null) body.release();
+            return;
+        }
         answered = true;
         int size = body == null ? 0 : body.readableBytes();
         writeAnswer(response, body);
         connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, response.status(), size, startNanos);
     }
 
+    /** A refusal of the server's own, not a handshake's answer: counted, as over HTTP/2, but not logged. */
+    private void refuse(Refusal refusal) {
+        answered = true;
+        writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+        connection.core.refused(head, MetricsLayout.HTTP_3, refusal.status(), startNanos, refusal.body().length);
+    }
+
     /** A complete response, then the stream's end (Netty's close sends the FIN, and STOP_SENDING for a client still sending). */
     private void writeAnswer(ResponseHead response, ByteBuf body) {
-        int size = body == null ? 0 : body.readableBytes();
-        ctx.write(headersFrame(response, size));
-        if (size > 0) ctx.write(dataHeader(size));
-        var last = ctx.writeAndFlush(size > 0 ? body : Unpooled.EMPTY_BUFFER);
-        if (size == 0 && body != null) body.release();
-        last.addListener(ChannelFutureListener.CLOSE);
+        ConnectAnswers.write(ctx, connection, response, body).addListener(ChannelFutureListener.CLOSE);
     }
 
     @Override
     public ByteBuf switchProtocols(ResponseHead response) {
+        if (answered) return Unpooled.EMPTY_BUFFER; // refused already, for its stream's end: the channel is closing
         answered = true;
-        ctx.writeAndFlush(headersFrame(response, -1));
+        ctx.writeAndFlush(ConnectAnswers.headersFrame(ctx.alloc(), connection, response, -1));
         switched = true;
         connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, response.status(), 0, startNanos);
         // What the client sent meanwhile comes back through this handler, now read as frames.
@@ -146,20 +149,6 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
     @Override
     public InetSocketAddress serverAddress() {
         return connection.local;
-    }
-
-        private ByteBuf headersFrame(ResponseHead response, long completeSize) {
-        DefaultHttp3Headers headers = new DefaultHttp3Headers(false);
-        headers.status(Integer.toString(response.status()));
-        FieldListResponses.fill(headers, response, completeSize, null, connection.settings.tlsHeaders());
-        return QpackLiterals.headersFrame(ctx.alloc(), headers);
-    }
-
-    private ByteBuf dataHeader(long length) {
-        ByteBuf header = ctx.alloc().buffer(9);
-        Varint.write(header, DATA);
-        Varint.write(header, length);
-        return header;
     }
 
     // ---- reading ----
@@ -246,7 +235,11 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
 
     @Override
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-        if (evt instanceof ChannelInputShutdownEvent) {
+        if (evt instanceof ChannelInputShutdownEvent && !answered) {
+            // A WebSocket's CONNECT may not end its stream: the client can send no frame after it (RFC 9220
+            // 3, RFC 8441 4). A 400, as over HTTP/2; an application already told hears of it as a disconnect.
+            refuse(Refusal.of(400, "a WebSocket's CONNECT cannot end its stream"));
+        } else if (evt instanceof ChannelInputShutdownEvent) {
             // The client ended its side: after a close handshake that is the end; before it, the WebSocket is
             // lost. Closed once what is queued is written (a close frame's echo), and not within this event:
             // Netty closes a stream that has sent its FIN when this report returns.
@@ -273,7 +266,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
         if (switched && msg instanceof ByteBuf data && data.isReadable()) {
-            ctx.write(dataHeader(data.readableBytes()));
+            ctx.write(ConnectAnswers.dataHeader(ctx.alloc(), data.readableBytes()));
         }
         ctx.write(msg, promise);
     }

@@ -1,7 +1,9 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.FieldListRequests;
+import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
@@ -60,6 +62,8 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     private ChannelHandlerContext ctx;
     private QuicStreamChannel channel;
     private RequestHead head;
+    /** The client, as a trusted proxy may have named it; set once the CONNECT reaches the rate limit. */
+    private InetSocketAddress client;
     private WriteQueue out;
     private WebTransportReceiver receiver;
     /** The CONNECT stream's bytes not yet read as frames, and the DATA payload not yet read as capsules. */
@@ -117,6 +121,14 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             answer(501);
             return;
         }
+        // Past here the CONNECT is a handshake, as a WebSocket's: the rate limit applies, and its answer is logged.
+        ForwardedHeaders.Origin origin = connection.core.upgradeOrigin(head, connection.peer, connection.peerIsTrustedProxy);
+        client = origin.client();
+        Refusal refusal = connection.core.checkUpgrade(head, client);
+        if (refusal != null) {
+            answer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+            return;
+        }
         counted = true;
         connection.connections.requestStarted();
         application.dispatch(this);
@@ -125,10 +137,24 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
 
     /** Answers the CONNECT with a status that refuses it, and ends the stream. */
     private void answer(int status) {
+        answer(new ResponseHead(status), null);
+    }
+
+    private void answer(ResponseHead response, ByteBuf body) {
         answered = true;
-        ctx.writeAndFlush(QpackLiterals.headersFrame(ctx.alloc(), status, new String[0], null)).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
-        connection.core.refused(head, MetricsLayout.HTTP_3, status, startNanos, 0);
+        int size = body == null ? 0 : body.readableBytes();
+        ConnectAnswers.write(ctx, connection, response, body).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
+        answerRecorded(response.status(), size);
         end(0, "");
+    }
+
+    /**
+     * In the metrics, and in the access log once the CONNECT is a handshake (it reached the rate limit):
+     * as a WebSocket's, the only record of a session is its answer, since no exchange records it.
+     */
+    private void answerRecorded(int status, long bytes) {
+        if (client == null) connection.core.refused(head, MetricsLayout.HTTP_3, status, startNanos, bytes);
+        else connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, status, bytes, startNanos);
     }
 
     // ---- WebTransportSession: what the adapter reads ----
@@ -136,7 +162,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     @Override public HttpRequestHead head() { return head; }
     @Override public String httpVersion() { return "3"; }
     @Override public String scheme() { return "https"; }
-    @Override public InetSocketAddress remoteAddress() { return connection.peer; }
+    @Override public InetSocketAddress remoteAddress() { return client != null ? client : connection.peer; }
     @Override public InetSocketAddress localAddress() { return connection.local; }
     @Override public boolean closed() { return closed; }
 
@@ -156,6 +182,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             // Chromium's draft-02 client looks for this header in the answer.
             ctx.writeAndFlush(QpackLiterals.headersFrame(ctx.alloc(), 200,
                     new String[] {"sec-webtransport-http3-draft", "draft02"}, extraHeaders));
+            answerRecorded(200, 0);
         }, batch);
     }
 

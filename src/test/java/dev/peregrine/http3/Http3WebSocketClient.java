@@ -22,7 +22,12 @@ import io.netty.handler.codec.http.websocketx.TextWebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocket13FrameDecoder;
 import io.netty.handler.codec.http.websocketx.WebSocket13FrameEncoder;
 import io.netty.handler.codec.http.websocketx.WebSocketDecoderConfig;
+import io.netty.handler.codec.http.websocketx.WebSocketFrame;
 import io.netty.handler.codec.http.websocketx.WebSocketFrameAggregator;
+import io.netty.handler.codec.http.websocketx.extensions.WebSocketClientExtension;
+import io.netty.handler.codec.http.websocketx.extensions.WebSocketExtension;
+import io.netty.handler.codec.http.websocketx.extensions.WebSocketExtensionData;
+import io.netty.handler.codec.http.websocketx.extensions.compression.PerMessageDeflateClientExtensionHandshaker;
 import io.netty.handler.ssl.util.InsecureTrustManagerFactory;
 import io.netty.incubator.codec.http3.DefaultHttp3SettingsFrame;
 import io.netty.incubator.codec.http3.Http3;
@@ -58,15 +63,19 @@ import java.util.concurrent.TimeUnit;
  * <p>Commands come on stdin, one a line, fields separated by tabs; events go to stdout as JSON, one a line:
  * <pre>
  * open NAME PATH [name: value]...   extended CONNECT    → {"event":"headers","stream":..,"status":..,"headers":{..}}
+ * open-fin NAME PATH [name: value]... the same, and the stream's end right after it
  * text NAME TEXT | binary NAME SIZE  a message (binary: SIZE bytes, byte i = i mod 256)
  * close NAME CODE [REASON]           a close frame      → {"event":"close","code":..,"reason":..} from the server
  * flood NAME COUNT SIZE             COUNT binary messages at once → {"event":"flooded"} once QUIC took them all
  * progress NAME                      → {"event":"progress","written":..,"writable":..}: messages QUIC took so far
  * fin NAME | reset NAME CODE         end or reset the stream → {"event":"end"|"reset",..} when the server does
  * trailers NAME                      a HEADERS frame after the CONNECT's
+ * mute NAME                          pings are no longer answered
  * </pre>
  * Messages from the server: {@code {"event":"message","type":"text","data":..}} or, for binary, their
- * length and SHA-256. At the start: {@code {"event":"settings","settings":{..}}}, the server's SETTINGS.
+ * length and SHA-256; {@code "rsv1"} says whether the message came compressed. A 200 that agrees to
+ * {@code permessage-deflate} (offered with an open's {@code sec-websocket-extensions}) puts Netty's deflate
+ * extension on the stream for both directions. At the start: {@code {"event":"settings","settings":{..}}}, the server's SETTINGS.
  */
 public final class Http3WebSocketClient {
     private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
@@ -124,7 +133,7 @@ public final class Http3WebSocketClient {
 
     private void run(String[] command) throws Exception {
         String name = command[1];
-        if (command[0].equals("open")) {
+        if (command[0].equals("open") || command[0].equals("open-fin")) {
             Map<String, String> headers = new LinkedHashMap<>();
             for (int i = 3; i < command.length; i++) {
                 int colon = command[i].indexOf(':', 1);
@@ -133,7 +142,11 @@ public final class Http3WebSocketClient {
             QuicStreamChannel stream = quic.newStreamBootstrap().type(QuicStreamType.BIDIRECTIONAL)
                     .handler(new WebSocketStream(name)).create().get(10, TimeUnit.SECONDS);
             streams.put(name, stream);
-            stream.eventLoop().execute(() -> stream.writeAndFlush(new Raw(connect(command[2], headers))));
+            boolean fin = command[0].equals("open-fin");
+            stream.eventLoop().execute(() -> {
+                stream.writeAndFlush(new Raw(connect(command[2], headers)));
+                if (fin) stream.shutdownOutput();
+            });
             return;
         }
         QuicStreamChannel stream = streams.get(name);
@@ -148,6 +161,7 @@ public final class Http3WebSocketClient {
                 case "fin" -> stream.shutdownOutput();
                 case "reset" -> stream.shutdown(Integer.parseInt(command[2]));
                 case "trailers" -> stream.writeAndFlush(new Raw(headersFrame(Map.of("x-trailer", "1"))));
+                case "mute" -> stream.pipeline().get(Printer.class).muted = true;
                 default -> event("\"event\":\"error\",\"message\":" + json("unknown command " + command[0]));
             }
         });
@@ -251,6 +265,7 @@ public final class Http3WebSocketClient {
      * any other answer is its body, printed at the stream's end.
      */
     private static final class WebSocketStream extends ChannelDuplexHandler {
+        private static final String FRAME_DECODER = "frame-decoder";
         private final String name;
         private ByteBuf frames = Unpooled.buffer();
         private long dataLeft;
@@ -280,10 +295,26 @@ public final class Http3WebSocketClient {
         @Override
         public void handlerAdded(ChannelHandlerContext ctx) {
             ((QuicStreamChannel) ctx.channel()).config().setAllowHalfClosure(true);
-            ctx.pipeline().addLast(new WebSocket13FrameEncoder(true),
-                    new WebSocket13FrameDecoder(WebSocketDecoderConfig.newBuilder().expectMaskedFrames(false)
-                            .maxFramePayloadLength(64 << 20).closeOnProtocolViolation(false).build()),
-                    new WebSocketFrameAggregator(64 << 20), new Printer(name));
+            ctx.pipeline().addLast(new WebSocket13FrameEncoder(true));
+            ctx.pipeline().addLast(FRAME_DECODER, new WebSocket13FrameDecoder(WebSocketDecoderConfig.newBuilder().expectMaskedFrames(false)
+                    .maxFramePayloadLength(64 << 20).allowExtensions(true).closeOnProtocolViolation(false).build()));
+            ctx.pipeline().addLast(new WebSocketFrameAggregator(64 << 20), new Printer(name));
+        }
+
+        /** The extension the server agreed to, between the frame codec and the messages (only permessage-deflate is offered). */
+        private static void agreed(ChannelHandlerContext ctx, String header) {
+            String[] parts = header.split(";");
+            Map<String, String> parameters = new HashMap<>();
+            for (int i = 1; i < parts.length; i++) {
+                String[] parameter = parts[i].trim().split("=", 2);
+                parameters.put(parameter[0].trim(), parameter.length > 1 ? parameter[1].trim() : null);
+            }
+            WebSocketClientExtension extension = new PerMessageDeflateClientExtensionHandshaker(6, true, 15, true, false)
+                    .handshakeExtension(new WebSocketExtensionData(parts[0].trim(), parameters));
+            if (extension == null) throw new IllegalStateException("an extension this client did not offer: " + header);
+            ctx.pipeline().addAfter(FRAME_DECODER, "rsv", new RsvTap(ctx.pipeline().get(Printer.class)));
+            ctx.pipeline().addAfter("rsv", "deflate-decoder", extension.newExtensionDecoder());
+            ctx.pipeline().addAfter(FRAME_DECODER, "deflate-encoder", extension.newExtensionEncoder());
         }
 
         @Override
@@ -316,6 +347,7 @@ public final class Http3WebSocketClient {
                 } else if (type == 0x01) {
                     Map<String, String> fields = decodeSection(frames.readSlice((int) length));
                     status = Integer.parseInt(fields.remove(":status"));
+                    if (status == 200 && fields.containsKey("sec-websocket-extensions")) agreed(ctx, fields.get("sec-websocket-extensions"));
                     StringBuilder headers = new StringBuilder();
                     for (Map.Entry<String, String> field : fields.entrySet()) {
                         headers.append(headers.isEmpty() ? "" : ",").append(json(field.getKey())).append(':').append(json(field.getValue()));
@@ -365,9 +397,28 @@ public final class Http3WebSocketClient {
         }
     }
 
-    /** Prints the server's messages and close; answers pings. */
+    /** Notes whether a message's first frame came compressed (RSV1), ahead of the extension that clears it. */
+    private static final class RsvTap extends ChannelInboundHandlerAdapter {
+        private final Printer printer;
+
+        RsvTap(Printer printer) {
+            this.printer = printer;
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            if (msg instanceof TextWebSocketFrame || msg instanceof BinaryWebSocketFrame) {
+                printer.rsv1 = (((WebSocketFrame) msg).rsv() & WebSocketExtension.RSV1) != 0;
+            }
+            ctx.fireChannelRead(msg);
+        }
+    }
+
+    /** Prints the server's messages and close; answers pings unless muted. */
     private static final class Printer extends ChannelInboundHandlerAdapter {
         private final String name;
+        boolean rsv1;
+        volatile boolean muted;
 
         Printer(String name) {
             this.name = name;
@@ -377,13 +428,14 @@ public final class Http3WebSocketClient {
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             try {
                 switch (msg) {
-                    case TextWebSocketFrame text -> event(name, "\"event\":\"message\",\"type\":\"text\",\"data\":" + json(text.text()));
+                    case TextWebSocketFrame text -> event(name, "\"event\":\"message\",\"type\":\"text\",\"data\":" + json(text.text())
+                            + ",\"rsv1\":" + rsv1);
                     case BinaryWebSocketFrame binary -> event(name, "\"event\":\"message\",\"type\":\"binary\",\"length\":"
-                            + binary.content().readableBytes() + ",\"sha256\":\"" + sha256(binary.content()) + "\"");
+                            + binary.content().readableBytes() + ",\"sha256\":\"" + sha256(binary.content()) + "\",\"rsv1\":" + rsv1);
                     case CloseWebSocketFrame close -> event(name, "\"event\":\"close\",\"code\":" + close.statusCode() + ",\"reason\":"
                             + json(close.reasonText()));
                     case PingWebSocketFrame ping -> {
-                        ctx.writeAndFlush(new PongWebSocketFrame(ping.content().retain()));
+                        if (!muted) ctx.writeAndFlush(new PongWebSocketFrame(ping.content().retain()));
                         event(name, "\"event\":\"ping\"");
                     }
                     default -> {}
