@@ -19,6 +19,10 @@ WebTransport sessions (the path decides):
                           unidirectional one ("one way from the server", then its end); records
                           every message and the IDs it got ("opened"); when the client ends the
                           bidirectional stream, answers "done" and ends it too
+  /abort?id=I&reset=R&stop=S
+                          accepts; on the first data of a stream the client opened both ways, sends
+                          "partial" on it, resets it with code R and stops it with code S; records
+                          every message until the disconnect
   /fail                   accepts, then raises
 anything else: refused with 404.
 """
@@ -135,6 +139,21 @@ async def session(scope, receive, send):
             if message["type"] == "webtransport.stream.receive" and message["end_stream"]:
                 await send({"type": "webtransport.stream.send", "stream": message["stream"], "data": b"done",
                             "end_stream": True})
+    elif path == "/abort":
+        await send({"type": "webtransport.accept"})
+        aborted = set()
+        while True:
+            message = await receive()
+            record(sid, summary(message))
+            if message["type"] == "webtransport.disconnect":
+                return
+            stream = message.get("stream")
+            if message["type"] == "webtransport.stream.receive" and stream % 4 == 0 and stream not in aborted:
+                aborted.add(stream)
+                await send({"type": "webtransport.stream.send", "stream": stream, "data": b"partial"})
+                await send({"type": "webtransport.stream.reset", "stream": stream, "code": int(query["reset"][0])})
+                await send({"type": "webtransport.stream.stop", "stream": stream, "code": int(query["stop"][0])})
+                record(sid, {"type": "aborted", "stream": stream})
     elif path == "/fail":
         await send({"type": "webtransport.accept"})
         raise RuntimeError("the application failed on purpose")

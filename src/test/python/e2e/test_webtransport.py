@@ -349,6 +349,32 @@ def test_streams_the_server_opens(page, server, wt_cert):
     assert received[-1]["end_stream"] is True
 
 
+def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_cert):
+    sid = new_id()
+    result = run(page, wt_cert, """
+      const wt = open("/abort?id=%s&reset=5&stop=11");
+      await wt.ready;
+      const bidi = await wt.createBidirectionalStream();
+      const writer = bidi.writable.getWriter();
+      await writer.write(H.bytes("hello"));
+      const reader = bidi.readable.getReader();
+      let read = "", readError = null;
+      try {
+        for (;;) { const {value, done} = await reader.read(); if (done) break; read += H.text(value); }
+      } catch (e) { readError = {name: e.name, source: e.source, code: e.streamErrorCode}; }
+      let writeError = null;
+      try {
+        await H.timeout(writer.closed, 10000, "the writer's end");
+      } catch (e) { writeError = {name: e.name, source: e.source, code: e.streamErrorCode}; }
+      wt.close();
+      return {readError, writeError};
+    """ % sid)
+    got = events(server, sid, lambda e: any(x["type"] == "aborted" for x in e))
+    assert [x["type"] for x in got][:2] == ["webtransport.stream.receive", "aborted"], got
+    assert result["readError"] == {"name": "WebTransportError", "source": "stream", "code": 5}, result
+    assert result["writeError"] == {"name": "WebTransportError", "source": "stream", "code": 11}, result
+
+
 def test_a_stream_the_client_resets_is_reported(page, server, wt_cert):
     sid = new_id()
     run(page, wt_cert, """
@@ -357,12 +383,13 @@ def test_a_stream_the_client_resets_is_reported(page, server, wt_cert):
       const s = await wt.createUnidirectionalStream();
       const w = s.getWriter();
       await w.write(H.bytes("partial"));
-      await w.abort(new WebTransportError({streamErrorCode: 5}));
+      await w.abort(new WebTransportError({streamErrorCode: 7}));
       return true;
     """ % sid)
     got = events(server, sid, lambda e: any(x["type"] == "webtransport.stream.reset" for x in e))
     reset = [x for x in got if x["type"] == "webtransport.stream.reset"]
     assert len(reset) == 1 and reset[0]["stream"] % 4 == 2
+    assert reset[0]["code"] == 7, "the page's streamErrorCode, through the HTTP/3 mapping: %r" % reset
     assert not any(x.get("end_stream") for x in got), "a reset stream was reported as ended"
 
 

@@ -50,6 +50,8 @@ final class AsgiMessages {
     static final MemorySegment WT_STREAM_SEND = constant("webtransport.stream.send");
     static final MemorySegment WT_DATAGRAM_SEND = constant("webtransport.datagram.send");
     static final MemorySegment WT_STREAM_OPEN = constant("webtransport.stream.open");
+    static final MemorySegment WT_STREAM_RESET = constant("webtransport.stream.reset");
+    static final MemorySegment WT_STREAM_STOP = constant("webtransport.stream.stop");
 
     private static MemorySegment constant(String text) {
         return CONSTANTS.allocateFrom(text, StandardCharsets.US_ASCII).asSlice(0, text.length());
@@ -107,11 +109,11 @@ final class AsgiMessages {
         return message;
     }
 
-    /** {"type": "webtransport.stream.reset", "stream": id, "code": code} */
+    /** {"type": "webtransport.stream.reset", "stream": id, "code": code}; a negative code is None (the reset carried none). */
     MemorySegment webTransportReset(long streamId, long errorCode) {
         MemorySegment message = ofType(wtStreamReset);
         Py.dictSetSteal(message, stream, Py.integer(streamId));
-        Py.dictSetSteal(message, code, Py.integer(errorCode));
+        Py.dictSetSteal(message, code, errorCode < 0 ? Py.newRef(Py.None) : Py.integer(errorCode));
         return message;
     }
 

@@ -10,6 +10,7 @@ import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.http.WriteQueue;
 import dev.peregrine.ops.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Capsules;
+import dev.peregrine.webtransport.StreamErrors;
 import dev.peregrine.webtransport.Varint;
 import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.webtransport.WebTransportReceiver;
@@ -211,6 +212,23 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     }
 
     @Override
+    public void resetStream(long stream, long code, WakeupBatch batch) {
+        WebTransportStream target = streams.get(stream);
+        if (target != null) target.outputEnding = true;
+        out.run(() -> {
+            if (!closed && target != null && target.channel().isActive()) target.reset(StreamErrors.toHttp3(code));
+        }, batch);
+    }
+
+    @Override
+    public void stopStream(long stream, long code, WakeupBatch batch) {
+        WebTransportStream target = streams.get(stream);
+        out.run(() -> {
+            if (!closed && target != null && target.channel().isActive()) target.stopSending(StreamErrors.toHttp3(code));
+        }, batch);
+    }
+
+    @Override
     public void openStream(boolean bidirectional, LongConsumer opened, WakeupBatch batch) {
         out.run(() -> {
             if (closed || !accepted || streams.size() >= MAX_STREAMS) {
@@ -270,6 +288,13 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     public boolean sendable(long stream) {
         WebTransportStream target = streams.get(stream);
         return target != null && target.writable && !target.outputEnding;
+    }
+
+    @Override
+    public boolean receivable(long stream) {
+        // By the ID's shape, so that a stream already gone still counts (RFC 9000 2.1).
+        boolean clientOpened = (stream & 1) == 0, bidirectional = (stream & 2) == 0;
+        return clientOpened || bidirectional;
     }
 
     @Override

@@ -1,5 +1,6 @@
 package dev.peregrine.http3;
 
+import dev.peregrine.webtransport.StreamErrors;
 import dev.peregrine.webtransport.Varint;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -8,6 +9,7 @@ import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
 import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
+import io.netty.incubator.codec.quic.QuicStreamResetException;
 
 /**
  * A WebTransport stream. One the client opened, bidirectional (after its WEBTRANSPORT_STREAM signal) or
@@ -83,7 +85,8 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
             }
             in = rest;
         }
-        if (!in.isReadable()) {
+        if (!in.isReadable() || inputEnded) {
+            // inputEnded: the application stopped the stream; what was already on its way is dropped.
             in.release();
             return;
         }
@@ -117,10 +120,11 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-        // What QUIC reports on a stream is its reset by the client (or the connection's failure).
+        // What QUIC reports on a stream is its reset by the client, as a read's failure (or the connection's failure).
         if (session != null && !inputEnded) {
             inputEnded = true;
-            session.streamReset(this, 0);
+            session.streamReset(this, cause instanceof QuicStreamResetException reset
+                    ? StreamErrors.fromHttp3(reset.applicationProtocolCode()) : StreamErrors.NONE);
         }
         ctx.close();
     }
@@ -128,7 +132,7 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         if (session != null) {
-            if (!inputEnded) session.streamReset(this, 0);
+            if (!inputEnded) session.streamReset(this, StreamErrors.NONE);
             session.streamGone(this);
         }
         releaseHeader();
@@ -150,6 +154,18 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
     void write(ByteBuf data, boolean end) {
         if (end) ctx.writeAndFlush(data).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
         else ctx.writeAndFlush(data);
+    }
+
+    /** The application reset its side of the stream with an HTTP/3 error code. */
+    void reset(long http3Code) {
+        QuicStreamErrors.reset(channel(), http3Code);
+    }
+
+    /** The application stops reading the stream: STOP_SENDING, and nothing more of it is reported. */
+    void stopSending(long http3Code) {
+        if (inputEnded) return;
+        inputEnded = true;
+        QuicStreamErrors.stopSending(channel(), http3Code);
     }
 
     /** The session ended: the stream goes with it (WEBTRANSPORT_SESSION_GONE). */

@@ -11,7 +11,11 @@ public interface WebTransportReceiver {
      */
     void onStreamData(long stream, ByteBuf data, boolean end);
 
-    /** The client reset a stream (RESET_STREAM) with a WebTransport application error code. */
+    /**
+     * The client reset a stream (RESET_STREAM): {@code code} is the WebTransport application error code
+     * it carried, or {@link StreamErrors#NONE} when it carried none (another HTTP/3 code, or the stream
+     * went without a reset).
+     */
     void onStreamReset(long stream, long code);
 
     /** One datagram of the session's; takes ownership of {@code data}. */

@@ -34,6 +34,18 @@ public interface WebTransportSession {
     void send(long stream, ByteBuf data, boolean end, WakeupBatch batch);
 
     /**
+     * Resets the server's side of a stream (RESET_STREAM) with a WebTransport error code (32 bits): what
+     * it had not delivered is dropped, and nothing more is sent on it.
+     */
+    void resetStream(long stream, long code, WakeupBatch batch);
+
+    /**
+     * Asks the client to stop sending on a stream (STOP_SENDING) with a WebTransport error code (32
+     * bits); nothing more of it reaches the application. A stream already gone is left alone.
+     */
+    void stopStream(long stream, long code, WakeupBatch batch);
+
+    /**
      * Opens a stream from the server (draft-02's stream header is written first); {@code opened} gets its
      * ID on the I/O thread, or -1 when it cannot be opened (the session is over, or the client's limit of
      * streams is reached).
@@ -51,6 +63,9 @@ public interface WebTransportSession {
 
     /** Whether {@code stream} is one the application may send on now: open, and the server's to write. Any thread. */
     boolean sendable(long stream);
+
+    /** Whether {@code stream} is one the server reads: one the client opened, or a bidirectional one. Any thread. */
+    boolean receivable(long stream);
 
     /** The application received {@code bytes} of stream data: reading resumes as the session's buffer empties. Any thread. */
     void consumed(int bytes);
