@@ -20,9 +20,9 @@ WebTransport sessions (the path decides):
                           every message and the IDs it got ("opened"); when the client ends the
                           bidirectional stream, answers "done" and ends it too
   /abort?id=I&reset=R&stop=S
-                          accepts; on the first data of a stream the client opened both ways, sends
-                          "partial" on it, resets it with code R and stops it with code S; records
-                          every message until the disconnect
+                          accepts; on the first data of a stream the client opened both ways: if it
+                          starts with "reset", sends "partial" on it and resets it with code R, else
+                          stops it with code S; records every message until the disconnect
   /fail                   accepts, then raises
 anything else: refused with 404.
 """
@@ -150,9 +150,11 @@ async def session(scope, receive, send):
             stream = message.get("stream")
             if message["type"] == "webtransport.stream.receive" and stream % 4 == 0 and stream not in aborted:
                 aborted.add(stream)
-                await send({"type": "webtransport.stream.send", "stream": stream, "data": b"partial"})
-                await send({"type": "webtransport.stream.reset", "stream": stream, "code": int(query["reset"][0])})
-                await send({"type": "webtransport.stream.stop", "stream": stream, "code": int(query["stop"][0])})
+                if message["data"].startswith(b"reset"):
+                    await send({"type": "webtransport.stream.send", "stream": stream, "data": b"partial"})
+                    await send({"type": "webtransport.stream.reset", "stream": stream, "code": int(query["reset"][0])})
+                else:
+                    await send({"type": "webtransport.stream.stop", "stream": stream, "code": int(query["stop"][0])})
                 record(sid, {"type": "aborted", "stream": stream})
     elif path == "/fail":
         await send({"type": "webtransport.accept"})

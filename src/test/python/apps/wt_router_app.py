@@ -16,7 +16,10 @@ WebTransport routes (query id=I names what a session records):
   /datagrams              every datagram back as "echo " + it, until the session ends
   /close?code=C&reason=R  closes at once with C and R
   /fail                   accepts, then raises
-  /record                 reads every client stream by read(5) and records the chunks, a reset, and the end
+  /record                 reads every client stream by read(5) and records the chunks, a reset (its code), and the end
+  /abort                  on each client stream's first bytes: if they start with "reset", sends "partial"
+                          and resets it with code 5, else stops it with code 11 (and records that read()
+                          then raises ValueError)
   /bulk                   waits until the first client stream holds STREAM_BUFFER unread bytes, records
                           how many it holds a moment later, then echoes the stream by read(65536)
 """
@@ -127,6 +130,25 @@ async def fail(session):
     raise RuntimeError("the route failed on purpose: WT-ROUTER-FAILURE")
 
 
+@app.route("/abort")
+async def abort(session):
+    await session.accept()
+    async for stream in session.incoming_streams():
+        first = await stream.read(5)
+        if first.startswith(b"reset"):
+            await stream.send(b"partial")
+            await stream.reset(5)
+            record(session, {"type": "reset", "first": first.decode()})
+            continue
+        await stream.stop(11)
+        try:
+            await stream.read()
+            after = "read"
+        except ValueError:
+            after = "ValueError"
+        record(session, {"type": "stopped", "first": first.decode(), "read after": after})
+
+
 @app.route("/record")
 async def record_streams(session):
     await session.accept()
@@ -140,8 +162,8 @@ async def record_streams(session):
                     break
                 chunks.append(chunk.decode())
             record(session, {"type": "stream", "chunks": chunks})
-        except StreamReset:
-            record(session, {"type": "reset", "chunks": chunks})
+        except StreamReset as e:
+            record(session, {"type": "reset", "chunks": chunks, "code": e.code})
         except SessionClosed:
             record(session, {"type": "stream closed", "chunks": chunks})
 

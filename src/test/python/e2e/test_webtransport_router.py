@@ -196,7 +196,7 @@ def test_reads_by_size_a_reset_and_the_end_of_the_session(page, server, wt_cert)
       const u = await wt.createUnidirectionalStream();
       const uw = u.getWriter();
       await uw.write(H.bytes("xyz"));
-      await uw.abort();
+      await uw.abort(new WebTransportError({streamErrorCode: 7}));
       await new Promise(ok => setTimeout(ok, 300));
       wt.close({closeCode: 5, reason: "done"});
       await wt.closed;
@@ -206,7 +206,38 @@ def test_reads_by_size_a_reset_and_the_end_of_the_session(page, server, wt_cert)
     kinds = sorted(x["type"] for x in got)
     assert kinds == ["ended", "reset", "stream"], got
     assert next(x for x in got if x["type"] == "stream")["chunks"] == ["abcde", "fghij", "kl"]
+    assert next(x for x in got if x["type"] == "reset")["code"] == 7, got
     assert got[-1] == {"type": "ended", "code": 5, "reason": "done", "receive_datagram": "SessionClosed"}
+
+
+def test_a_route_resets_and_stops_a_stream_with_codes(page, server, wt_cert):
+    sid = new_id()
+    result = run(page, wt_cert, """
+      const wt = open("/abort?id=%s");
+      await wt.ready;
+      const resetStream = await wt.createBidirectionalStream();
+      const w1 = resetStream.writable.getWriter();
+      await w1.write(H.bytes("reset"));
+      const reader = resetStream.readable.getReader();
+      let read = "", readError = null, writeError = null;
+      try {
+        for (;;) { const {value, done} = await reader.read(); if (done) break; read += H.text(value); }
+      } catch (e) { readError = {name: e.name, code: e.streamErrorCode}; }
+      const stopped = await wt.createBidirectionalStream();
+      const w2 = stopped.writable.getWriter();
+      await w2.write(H.bytes("stop"));
+      try {
+        await H.timeout(w2.closed, 10000, "the writer's end");
+      } catch (e) { writeError = {name: e.name, code: e.streamErrorCode}; }
+      wt.close();
+      return {read, readError, writeError};
+    """ % sid)
+    # "partial" may or may not arrive: a reset drops what was not delivered yet (RFC 9000 3.1).
+    assert result["read"] in ("", "partial"), result
+    assert result["readError"] == {"name": "WebTransportError", "code": 5}, result
+    assert result["writeError"] == {"name": "WebTransportError", "code": 11}, result
+    got = events(server, sid, lambda e: len(e) == 2)
+    assert got == [{"type": "reset", "first": "reset"}, {"type": "stopped", "first": "stop", "read after": "ValueError"}]
 
 
 def test_a_stream_is_read_ahead_only_to_the_bound_and_echoed_whole(page, server, wt_cert):
@@ -365,6 +396,32 @@ def test_in_process_reset_and_disconnect():
                        8: "SessionClosed", "datagram": b"d1", "closed": (3, "gone"), "opened": (1, True)}
     assert server.sent[0] == {"type": "webtransport.accept", "headers": [(b"x-room", b"r1")]}
     assert server.sent[-1] == {"type": "webtransport.stream.send", "stream": 1, "data": b"x", "end_stream": True}
+
+
+def test_in_process_reset_codes_both_ways():
+    server = Scripted(connect(), data(0, b"ab"), {"type": "webtransport.stream.reset", "stream": 0, "code": 7},
+                      data(4, b"cd"), {"type": "webtransport.stream.reset", "stream": 4, "code": None},
+                      {"type": "webtransport.disconnect", "code": 0, "reason": ""})
+    outcome = []
+
+    async def route(session):
+        await session.accept()
+        async for stream in session.incoming_streams():
+            try:
+                await stream.read()
+            except contrib.StreamReset as e:
+                outcome.append((stream.id, e.code))
+            await stream.reset(5)
+            await stream.stop(9)
+
+    router = contrib.WebTransportRouter(None)
+    router.add_route("/r", route)
+    asyncio.run(router(session_scope("/r"), server.receive, server.send))
+    assert outcome == [(0, 7), (4, None)]
+    assert server.sent[1:] == [{"type": "webtransport.stream.reset", "stream": 0, "code": 5},
+                               {"type": "webtransport.stream.stop", "stream": 0, "code": 9},
+                               {"type": "webtransport.stream.reset", "stream": 4, "code": 5},
+                               {"type": "webtransport.stream.stop", "stream": 4, "code": 9}]
 
 
 def test_in_process_a_route_that_raises_propagates_to_the_server():

@@ -35,7 +35,12 @@ class SessionClosed(ConnectionError):
 
 
 class StreamReset(ConnectionError):
-    """The client reset the stream: its data will not all arrive."""
+    """The client reset the stream: its data will not all arrive. ``code`` is the WebTransport error
+    code the client gave (``streamErrorCode`` in a browser), or None when the reset carried none."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
 
 
 class WebTransportRouter:
@@ -213,7 +218,8 @@ class WebTransportSession:
                 async with self._changed:
                     if kind == "webtransport.stream.receive":
                         stream = self._stream(message["stream"])
-                        stream._buffer += message["data"]
+                        if not stream._stopped:  # what was on its way when the route stopped it is dropped
+                            stream._buffer += message["data"]
                         if message["end_stream"]:
                             stream._ended = True
                             del self._streams[stream.id]
@@ -222,7 +228,8 @@ class WebTransportSession:
                                                      and len(self._incoming) < INCOMING_STREAMS)
                     elif kind == "webtransport.stream.reset":
                         stream = self._stream(message["stream"])
-                        stream._reset = StreamReset("the client reset stream %d (code %d)" % (stream.id, message["code"]))
+                        code = message["code"]
+                        stream._reset = StreamReset("the client reset stream %d (code %s)" % (stream.id, code), code)
                         stream._buffer.clear()  # a reset stream's data may be discarded (RFC 9000, 3.2)
                         del self._streams[stream.id]
                         self._changed.notify_all()
@@ -267,6 +274,7 @@ class WebTransportStream:
         self._buffer = bytearray()
         self._ended = False
         self._reset = None
+        self._stopped = False
 
     @property
     def buffered(self):
@@ -284,7 +292,10 @@ class WebTransportStream:
         parts = []
         async with session._changed:
             while True:
-                await session._changed.wait_for(lambda: self._buffer or self._ended or self._reset or session._error)
+                await session._changed.wait_for(lambda: self._buffer or self._ended or self._reset or self._stopped
+                                                or session._error)
+                if self._stopped:
+                    raise ValueError("stream %d was stopped" % self.id)
                 if self._reset:
                     raise self._reset
                 if n >= 0 and self._buffer:
@@ -308,6 +319,25 @@ class WebTransportStream:
             raise ValueError("stream %d is not writable: the client opened it one way" % self.id)
         await self.session._send({"type": "webtransport.stream.send", "stream": self.id, "data": bytes(data),
                                   "end_stream": bool(end)})
+
+    async def reset(self, code=0):
+        """Resets the server's side of the stream (RESET_STREAM) with a WebTransport error code
+        (32 bits) the client sees as ``streamErrorCode``; what was not delivered yet is dropped."""
+        if not self.writable:
+            raise ValueError("stream %d is not writable: the client opened it one way" % self.id)
+        await self.session._send({"type": "webtransport.stream.reset", "stream": self.id, "code": code})
+
+    async def stop(self, code=0):
+        """Asks the client to stop sending on the stream (STOP_SENDING) with a WebTransport error code;
+        its unread data is dropped, and read() raises ValueError from then on."""
+        if not self.readable:
+            raise ValueError("stream %d is not readable: the server opened it one way" % self.id)
+        await self.session._send({"type": "webtransport.stream.stop", "stream": self.id, "code": code})
+        session = self.session
+        async with session._changed:
+            self._stopped = True
+            self._buffer.clear()
+            session._changed.notify_all()
 
     def __repr__(self):
         return "<WebTransportStream %d>" % self.id
