@@ -349,10 +349,10 @@ def test_streams_the_server_opens(page, server, wt_cert):
     assert received[-1]["end_stream"] is True
 
 
-def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_cert):
-    sid = new_id()
-    result = run(page, wt_cert, """
-      const wt = open("/abort?id=%s&reset=5&stop=11");
+# The page of the reset and stop tests (here and in test_webtransport_router.py): on one stream the
+# application answers "reset" with a reset (code 5), on another it stops "stop" (code 11).
+ABORT_JS = """
+      const wt = open(%s);
       await wt.ready;
       const resetStream = await wt.createBidirectionalStream();
       const w1 = resetStream.writable.getWriter();
@@ -370,11 +370,20 @@ def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_c
       } catch (e) { writeError = {name: e.name, code: e.streamErrorCode}; }
       wt.close();
       return {read, readError, writeError};
-    """ % sid)
+"""
+
+
+def assert_reset_and_stopped(result):
+    """What the page of ABORT_JS saw: the codes, through the HTTP/3 mapping both ways."""
     # "partial" may or may not arrive: a reset drops what was not delivered yet (RFC 9000 3.1).
     assert result["read"] in ("", "partial"), result
     assert result["readError"] == {"name": "WebTransportError", "code": 5}, result
     assert result["writeError"] == {"name": "WebTransportError", "code": 11}, result
+
+
+def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_cert):
+    sid = new_id()
+    assert_reset_and_stopped(run(page, wt_cert, ABORT_JS % json.dumps("/abort?id=%s&reset=5&stop=11" % sid)))
     got = events(server, sid, lambda e: [x["type"] for x in e].count("aborted") == 2)
     assert [x["data"] for x in got if x["type"] == "webtransport.stream.receive"] == ["reset", "stop"], got
 

@@ -11,6 +11,7 @@ In process: the router against a scripted receive()/send(), for what a browser c
 
 import asyncio
 import hashlib
+import json
 import ssl
 import sys
 
@@ -24,7 +25,8 @@ from conftest import REPO_ROOT, poll  # noqa: E402
 # The package as this checkout ships it (the server imports it from its jar, built from the same files).
 sys.path.insert(0, str(REPO_ROOT / "src" / "main" / "python"))
 from peregrine.contrib import fastapi as contrib  # noqa: E402
-from test_webtransport import browser, events, new_id, open_page, pattern, run, start_wt, wt_cert  # noqa: E402,F401
+from test_webtransport import (ABORT_JS, assert_reset_and_stopped, browser, events, new_id, open_page,  # noqa: E402,F401
+                               pattern, run, start_wt, wt_cert)
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -212,30 +214,7 @@ def test_reads_by_size_a_reset_and_the_end_of_the_session(page, server, wt_cert)
 
 def test_a_route_resets_and_stops_a_stream_with_codes(page, server, wt_cert):
     sid = new_id()
-    result = run(page, wt_cert, """
-      const wt = open("/abort?id=%s");
-      await wt.ready;
-      const resetStream = await wt.createBidirectionalStream();
-      const w1 = resetStream.writable.getWriter();
-      await w1.write(H.bytes("reset"));
-      const reader = resetStream.readable.getReader();
-      let read = "", readError = null, writeError = null;
-      try {
-        for (;;) { const {value, done} = await reader.read(); if (done) break; read += H.text(value); }
-      } catch (e) { readError = {name: e.name, code: e.streamErrorCode}; }
-      const stopped = await wt.createBidirectionalStream();
-      const w2 = stopped.writable.getWriter();
-      await w2.write(H.bytes("stop"));
-      try {
-        await H.timeout(w2.closed, 10000, "the writer's end");
-      } catch (e) { writeError = {name: e.name, code: e.streamErrorCode}; }
-      wt.close();
-      return {read, readError, writeError};
-    """ % sid)
-    # "partial" may or may not arrive: a reset drops what was not delivered yet (RFC 9000 3.1).
-    assert result["read"] in ("", "partial"), result
-    assert result["readError"] == {"name": "WebTransportError", "code": 5}, result
-    assert result["writeError"] == {"name": "WebTransportError", "code": 11}, result
+    assert_reset_and_stopped(run(page, wt_cert, ABORT_JS % json.dumps("/abort?id=%s" % sid)))
     got = events(server, sid, lambda e: len(e) == 2)
     assert got == [{"type": "reset", "first": "reset"}, {"type": "stopped", "first": "stop", "read after": "ValueError"}]
 

@@ -139,8 +139,8 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_SEND)) return sendOnStream(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_DATAGRAM_SEND)) return sendDatagram(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_OPEN)) return openStream(message, m);
-        if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_RESET)) return resetStream(message, m);
-        if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_STOP)) return stopStream(message, m);
+        if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_RESET)) return abortStream(message, m, true);
+        if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_STOP)) return abortStream(message, m, false);
         if (AsgiMessages.is(type, AsgiMessages.WT_ACCEPT)) return accept(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_CLOSE)) return close(message, m);
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
@@ -181,34 +181,20 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         return session.writable() ? owner.completed() : waitUntilWritable(session::whenWritable);
     }
 
-    private MemorySegment resetStream(MemorySegment message, AsgiMessages m) {
-        expect(State.ACCEPTED, "webtransport.stream.reset");
+    /** {@code webtransport.stream.reset} (the server's side, RESET_STREAM) or {@code .stream.stop} (the client's, STOP_SENDING). */
+    private MemorySegment abortStream(MemorySegment message, AsgiMessages m, boolean reset) {
+        String type = reset ? "webtransport.stream.reset" : "webtransport.stream.stop";
+        expect(State.ACCEPTED, type);
         if (closeCode >= 0) throw closed();
-        long stream = integer(message, m.stream, "webtransport.stream.reset", "stream", -1);
-        long code = streamErrorCode(message, m, "webtransport.stream.reset");
-        if (!session.sendable(stream)) {
-            throw new PythonRaise(Py.ExcValueError, "stream " + stream + " is not open for the server to send on");
-        }
-        session.resetStream(stream, code, owner.batch());
-        return owner.completed();
-    }
-
-    private MemorySegment stopStream(MemorySegment message, AsgiMessages m) {
-        expect(State.ACCEPTED, "webtransport.stream.stop");
-        if (closeCode >= 0) throw closed();
-        long stream = integer(message, m.stream, "webtransport.stream.stop", "stream", -1);
-        long code = streamErrorCode(message, m, "webtransport.stream.stop");
-        if (!session.receivable(stream)) {
-            throw new PythonRaise(Py.ExcValueError, "stream " + stream + " is not one the server reads");
-        }
-        session.stopStream(stream, code, owner.batch());
-        return owner.completed();
-    }
-
-    private static long streamErrorCode(MemorySegment message, AsgiMessages m, String type) {
+        long stream = integer(message, m.stream, type, "stream", -1);
         long code = integer(message, m.code, type, "code", 0);
         if (code > StreamErrors.MAX_CODE) throw new PythonRaise(Py.ExcValueError, "a WebTransport stream error code is at most 2**32-1");
-        return code;
+        if (reset ? !session.sendable(stream) : !session.receivable(stream)) {
+            throw new PythonRaise(Py.ExcValueError, "stream " + stream + (reset ? " is not open for the server to send on" : " is not one the server reads"));
+        }
+        if (reset) session.resetStream(stream, code, owner.batch());
+        else session.stopStream(stream, code, owner.batch());
+        return owner.completed();
     }
 
     /**
