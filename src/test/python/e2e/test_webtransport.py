@@ -388,35 +388,6 @@ def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_c
     assert [x["data"] for x in got if x["type"] == "webtransport.stream.receive"] == ["reset", "stop"], got
 
 
-def test_after_the_page_stops_a_stream_the_applications_sends_on_it_are_dropped(page, server, wt_cert):
-    """readable.cancel() with a code sends STOP_SENDING; Netty does not report it (docs/WEBTRANSPORT.md),
-    so the echo's later sends on that stream are dropped, and the session carries on: they once held
-    every later send of the session back, waiting for the stopped stream to become writable."""
-    sid = new_id()
-    result = run(page, wt_cert, """
-      const wt = open("/echo?id=%s");
-      await wt.ready;
-      const bidi = await wt.createBidirectionalStream();
-      const w = bidi.writable.getWriter();
-      const reader = bidi.readable.getReader();
-      await w.write(H.bytes("a"));
-      const first = H.text((await reader.read()).value);
-      await reader.cancel(new WebTransportError({streamErrorCode: 9}));
-      await w.write(H.bytes("b"));
-      await w.close();
-      const other = await wt.createBidirectionalStream();
-      const ow = other.writable.getWriter();
-      await ow.write(H.bytes("still here"));
-      await ow.close();
-      const echoed = H.text(await H.readAll(other.readable));
-      wt.close();
-      return {first, echoed};
-    """ % sid)
-    assert result == {"first": "a", "echoed": "still here"}
-    got = events(server, sid, lambda e: any(x["type"] == "webtransport.disconnect" for x in e))
-    assert [x["type"] for x in got].count("webtransport.stream.receive") >= 3, got
-
-
 def test_a_stream_the_client_resets_is_reported(page, server, wt_cert):
     sid = new_id()
     run(page, wt_cert, """

@@ -322,7 +322,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
 
     private boolean streamsWritable() {
         for (WebTransportStream stream : streams.values()) {
-            if (stream.writable && !stream.stopped && !stream.channel().isWritable()) return false;
+            if (stream.writable && !stream.channel().isWritable()) return false;
         }
         return true;
     }

@@ -4,11 +4,9 @@ import dev.peregrine.webtransport.StreamErrors;
 import dev.peregrine.webtransport.Varint;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
-import io.netty.channel.socket.ChannelOutputShutdownException;
 import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicStreamResetException;
@@ -28,8 +26,6 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
     final boolean writable;
     /** The application sent its end: what it sends after is refused. Set on the Python thread. */
     volatile boolean outputEnding;
-    /** The client stopped the stream (STOP_SENDING): what the application sends on it is dropped. */
-    volatile boolean stopped;
     private ChannelHandlerContext ctx;
     private Http3WebTransport session;
     /** The session ID's bytes while they are not all there. */
@@ -156,16 +152,8 @@ final class WebTransportStream extends ChannelInboundHandlerAdapter {
 
     /** Writes the application's bytes; {@code end}: then the FIN. */
     void write(ByteBuf data, boolean end) {
-        ChannelFuture written = ctx.writeAndFlush(data);
-        if (end) written.addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
-        written.addListener(future -> {
-            if (future.cause() instanceof ChannelOutputShutdownException && !stopped) {
-                // The client's STOP_SENDING, which Netty reports only so: the stream takes no more, and
-                // must not hold the session's sends back waiting for a writability that never comes.
-                stopped = true;
-                if (session != null) session.writabilityChanged();
-            }
-        });
+        if (end) ctx.writeAndFlush(data).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
+        else ctx.writeAndFlush(data);
     }
 
     /** The application reset its side of the stream with an HTTP/3 error code. */
