@@ -1,5 +1,7 @@
 package dev.peregrine.http3;
 
+import dev.peregrine.http.ForwardedHeaders;
+import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.Connections;
@@ -185,6 +187,11 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     void sessionEnded(Http3WebTransport session) {
         lastActivity = System.nanoTime();
         if (sessions.remove(session.id()) != null && draining && idle()) closeWhenStillIdle();
+    }
+
+    /** The client and scheme of an extended CONNECT (a WebSocket's, a WebTransport session's), after --forwarded-allow-ips. */
+    ForwardedHeaders.Origin upgradeOrigin(HttpRequestHead head) {
+        return core.upgradeOrigin(head, peer, peerIsTrustedProxy);
     }
 
     /** A WebSocket's CONNECT stream was handed to the application. */

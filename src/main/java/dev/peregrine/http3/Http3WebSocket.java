@@ -89,7 +89,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
             refuse(Refusal.of(501, "WebSocket is not supported"));
             return;
         }
-        ForwardedHeaders.Origin origin = connection.core.upgradeOrigin(head, connection.peer, connection.peerIsTrustedProxy);
+        ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
         client = origin.client();
         Refusal refusal = connection.core.checkUpgrade(head, client);
         if (refusal != null) {

@@ -123,7 +123,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             return;
         }
         // Past here the CONNECT is a handshake, as a WebSocket's: the rate limit applies, and its answer is logged.
-        ForwardedHeaders.Origin origin = connection.core.upgradeOrigin(head, connection.peer, connection.peerIsTrustedProxy);
+        ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
         client = origin.client();
         Refusal refusal = connection.core.checkUpgrade(head, client);
         if (refusal != null) {

@@ -22,14 +22,7 @@ final class QpackLiterals {
 
     /** The frame, with {@code :status}, then {@code fields} (names lower-cased), then {@code extra}'s headers. */
     static ByteBuf headersFrame(ByteBufAllocator alloc, int status, String[] fields, ResponseHead extra) {
-        ByteBuf section = alloc.buffer(128);
-        section.writeByte(0).writeByte(0); // Required Insert Count 0, Base 0: no dynamic table
-        if (status == 200) {
-            prefixed(section, 0xc0, 6, STATIC_STATUS_200); // indexed field line, static (11xxxxxx)
-        } else {
-            prefixed(section, 0x50, 4, STATIC_STATUS_NAME); // literal with a static name reference (01N1xxxx)
-            string(section, 0x00, 7, Integer.toString(status).getBytes(StandardCharsets.US_ASCII));
-        }
+        ByteBuf section = sectionWithStatus(alloc, status);
         for (int i = 0; i + 1 < fields.length; i += 2) {
             literal(section, fields[i].getBytes(StandardCharsets.US_ASCII), fields[i + 1].getBytes(StandardCharsets.ISO_8859_1));
         }
@@ -44,25 +37,41 @@ final class QpackLiterals {
                 literal(section, name, value);
             }
         }
+        return frame(alloc, section);
+    }
+
+    /** The frame for a complete field list, {@code :status} first (names are lower-case already, as HTTP/3 requires). */
+    static ByteBuf headersFrame(ByteBufAllocator alloc, Http3Headers headers) {
+        ByteBuf section = sectionWithStatus(alloc, Integer.parseInt(headers.status().toString()));
+        for (Map.Entry<CharSequence, CharSequence> field : headers) {
+            CharSequence name = field.getKey();
+            if (name.length() > 0 && name.charAt(0) == ':') continue;
+            literal(section, name.toString().getBytes(StandardCharsets.US_ASCII), field.getValue().toString().getBytes(StandardCharsets.ISO_8859_1));
+        }
+        return frame(alloc, section);
+    }
+
+    /** A field section's prefix (no dynamic table) and its {@code :status}. */
+    private static ByteBuf sectionWithStatus(ByteBufAllocator alloc, int status) {
+        ByteBuf section = alloc.buffer(128);
+        section.writeByte(0).writeByte(0); // Required Insert Count 0, Base 0: no dynamic table
+        if (status == 200) {
+            prefixed(section, 0xc0, 6, STATIC_STATUS_200); // indexed field line, static (11xxxxxx)
+        } else {
+            prefixed(section, 0x50, 4, STATIC_STATUS_NAME); // literal with a static name reference (01N1xxxx)
+            string(section, 0x00, 7, Integer.toString(status).getBytes(StandardCharsets.US_ASCII));
+        }
+        return section;
+    }
+
+    /** The HEADERS frame around {@code section}, which it releases. */
+    private static ByteBuf frame(ByteBufAllocator alloc, ByteBuf section) {
         ByteBuf frame = alloc.buffer(16 + section.readableBytes());
         dev.peregrine.webtransport.Varint.write(frame, HEADERS_FRAME);
         dev.peregrine.webtransport.Varint.write(frame, section.readableBytes());
         frame.writeBytes(section);
         section.release();
         return frame;
-    }
-
-    /** The frame for a complete field list, {@code :status} first (names are lower-case already, as HTTP/3 requires). */
-    static ByteBuf headersFrame(ByteBufAllocator alloc, Http3Headers headers) {
-        int status = Integer.parseInt(headers.status().toString());
-        String[] fields = new String[2 * headers.size()];
-        int n = 0;
-        for (Map.Entry<CharSequence, CharSequence> field : headers) {
-            if (field.getKey().length() > 0 && field.getKey().charAt(0) == ':') continue;
-            fields[n++] = field.getKey().toString();
-            fields[n++] = field.getValue().toString();
-        }
-        return headersFrame(alloc, status, java.util.Arrays.copyOf(fields, n), null);
     }
 
     /** A literal field line with a literal name (001NHxxx), neither Huffman-coded. */
