@@ -23,6 +23,10 @@ WebTransport sessions (the path decides):
                           accepts; on the first data of a stream the client opened both ways: if it
                           starts with "reset", sends "partial" on it and resets it with code R, else
                           stops it with code S; records every message until the disconnect
+  /flood?id=I&size=N      accepts; on the first data of a stream the client opened both ways, a task
+                          of its own sends N bytes on that stream in 64 KiB blocks, its progress kept in
+                          /flood-state?id=I ({"state": "sending"|"done", "sent": bytes handed to
+                          send()}); every other stream is echoed as /echo does, by the main task
   /fail                   accepts, then raises
 anything else: refused with 404.
 """
@@ -32,6 +36,7 @@ import json
 from urllib.parse import parse_qs
 
 EVENTS = {}
+FLOOD = {}
 
 PAGE = b"<!doctype html><title>wt</title><p>WebTransport test page</p>"
 
@@ -69,6 +74,9 @@ async def http(scope, receive, send):
     query = parse_qs(scope["query_string"].decode())
     if scope["path"] == "/events":
         body = json.dumps(EVENTS.get(query.get("id", [""])[0], [])).encode()
+        content_type = b"application/json"
+    elif scope["path"] == "/flood-state":
+        body = json.dumps(FLOOD.get(query.get("id", [""])[0])).encode()
         content_type = b"application/json"
     else:
         body, content_type = PAGE, b"text/html"
@@ -156,6 +164,31 @@ async def session(scope, receive, send):
                 else:
                     await send({"type": "webtransport.stream.stop", "stream": stream, "code": int(query["stop"][0])})
                 record(sid, {"type": "aborted", "stream": stream})
+    elif path == "/flood":
+        await send({"type": "webtransport.accept"})
+        size = int(query["size"][0])
+        flood = flooded = None
+
+        async def send_flood(stream):
+            block = bytes(65536)
+            FLOOD[sid] = {"state": "sending", "sent": 0}
+            while FLOOD[sid]["sent"] < size:
+                await send({"type": "webtransport.stream.send", "stream": stream, "data": block})
+                FLOOD[sid]["sent"] += len(block)
+            FLOOD[sid]["state"] = "done"
+
+        while True:
+            message = await receive()
+            if message["type"] == "webtransport.disconnect":
+                return
+            if message["type"] != "webtransport.stream.receive":
+                continue
+            if flood is None and message["stream"] % 4 == 0:
+                flooded = message["stream"]
+                flood = asyncio.get_running_loop().create_task(send_flood(flooded))
+            elif message["stream"] != flooded:
+                await send({"type": "webtransport.stream.send", "stream": message["stream"],
+                            "data": message["data"], "end_stream": message["end_stream"]})
     elif path == "/fail":
         await send({"type": "webtransport.accept"})
         raise RuntimeError("the application failed on purpose")

@@ -388,6 +388,85 @@ def test_the_application_resets_and_stops_a_stream_with_codes(page, server, wt_c
     assert [x["data"] for x in got if x["type"] == "webtransport.stream.receive"] == ["reset", "stop"], got
 
 
+FLOOD_JS = r"""
+  const sid = %s;
+  const state = async () => (await (await fetch("/flood-state?id=" + sid)).json()) || {};
+  const wt = open("/flood?id=" + sid + "&size=" + (1 << 30));
+  await wt.ready;
+  const echo = async text => {
+    const s = await wt.createBidirectionalStream();
+    const w = s.writable.getWriter();
+    await w.write(H.bytes(text));
+    await w.close();
+    return H.text(await H.timeout(H.readAll(s.readable), 10000, "the echo of " + text));
+  };
+  const flooded = await wt.createBidirectionalStream();
+  await flooded.writable.getWriter().write(H.bytes("flood"));
+  const reader = flooded.readable.getReader();
+  await reader.read();
+  // Blocked: what the application handed to send() stops growing while the page reads nothing.
+  let last = -1, still = 0;
+  for (let i = 0; i < 400 && still < 5; i++) {
+    const now = (await state()).sent;
+    still = now === last ? still + 1 : 0;
+    last = now;
+    await new Promise(r => setTimeout(r, 50));
+  }
+  const blocked = still >= 5 ? last : null;
+  const whileBlocked = await echo("hello");
+  await reader.cancel(new WebTransportError({streamErrorCode: 9}));
+  let after = await state();
+  for (let i = 0; i < 200 && after.state !== "done"; i++) {
+    await new Promise(r => setTimeout(r, 50));
+    after = await state();
+  }
+  const afterwards = await echo("still here");
+  wt.close();
+  return {blocked, whileBlocked, state: after.state, sent: after.sent, afterwards};
+"""
+
+
+def test_a_stream_the_client_does_not_read_holds_back_only_its_own_sends(page, server, wt_cert):
+    """The application floods a stream the page does not read: its send() waits on that stream's flow
+    control, while another stream of the session is echoed. Once the page stops the stream
+    (readable.cancel, STOP_SENDING), the waiting send returns and the rest of the flood is dropped:
+    Netty does not report STOP_SENDING on a stream with nothing queued, so the server asks quiche."""
+    sid = new_id()
+    result = run(page, wt_cert, FLOOD_JS % json.dumps(sid), timeout=60)
+    assert result["blocked"] is not None and result["blocked"] < 1 << 30, result
+    assert result["whileBlocked"] == "hello", result
+    assert result["state"] == "done" and result["sent"] == 1 << 30, result
+    assert result["afterwards"] == "still here", result
+
+
+def test_after_the_page_stops_a_stream_the_applications_sends_on_it_are_dropped(page, server, wt_cert):
+    """readable.cancel() with a code sends STOP_SENDING; the echo's later sends on that stream fail in
+    Netty and are dropped, and the session carries on."""
+    sid = new_id()
+    result = run(page, wt_cert, """
+      const wt = open("/echo?id=%s");
+      await wt.ready;
+      const bidi = await wt.createBidirectionalStream();
+      const w = bidi.writable.getWriter();
+      const reader = bidi.readable.getReader();
+      await w.write(H.bytes("a"));
+      const first = H.text((await reader.read()).value);
+      await reader.cancel(new WebTransportError({streamErrorCode: 9}));
+      for (let i = 0; i < 20; i++) await w.write(H.bytes("b".repeat(1000)));
+      await w.close();
+      const other = await wt.createBidirectionalStream();
+      const ow = other.writable.getWriter();
+      await ow.write(H.bytes("still here"));
+      await ow.close();
+      const echoed = H.text(await H.timeout(H.readAll(other.readable), 10000, "the other stream's echo"));
+      wt.close();
+      return {first, echoed};
+    """ % sid)
+    assert result == {"first": "a", "echoed": "still here"}
+    got = events(server, sid, lambda e: any(x["type"] == "webtransport.disconnect" for x in e))
+    assert [x["type"] for x in got].count("webtransport.stream.receive") >= 3, got
+
+
 def test_a_stream_the_client_resets_is_reported(page, server, wt_cert):
     sid = new_id()
     run(page, wt_cert, """

@@ -18,6 +18,7 @@ import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.function.Supplier;
 
 /**
  * One ASGI WebTransport session (Peregrine's extension, docs/WEBTRANSPORT.md): what the client sent that
@@ -40,8 +41,12 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
 
     private final WebTransportSession session;
     private final ArrayDeque<Incoming> incoming = new ArrayDeque<>(4);
-    /** The futures of stream openings not yet answered (our references to them). */
-    private final ArrayList<MemorySegment> opening = new ArrayList<>(1);
+    /**
+     * The futures the I/O thread answers that the application awaits, our references to them: stream
+     * openings, and sends waiting for their stream to take more. Several may wait at once, one per task
+     * of the application sending on a stream of its own.
+     */
+    private final ArrayList<MemorySegment> awaited = new ArrayList<>(1);
     private State state = State.CONNECTING;
     private boolean connectReceived;
     /** The close code once the session is over, else -1. */
@@ -92,7 +97,6 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
             closeCode = code;
             closeReason = reason == null ? "" : reason;
             wakeReceiver();
-            wakeSender();
         });
     }
 
@@ -178,7 +182,10 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         ByteBuf data = bytes(message, m.data, "webtransport.stream.send");
         MemorySegment endObject = Py.dictGet(message, m.endStream);
         session.send(stream, data, endObject != null && Py.isTrue(endObject), owner.batch());
-        return session.writable() ? owner.completed() : waitUntilWritable(session::whenWritable);
+        if (session.writable(stream)) return owner.completed();
+        MemorySegment future = awaitedFuture();
+        session.whenWritable(stream, () -> owner.post(() -> answer(future, () -> Py.newRef(Py.None))));
+        return Py.newRef(future);
     }
 
     /** {@code webtransport.stream.reset} (the server's side, RESET_STREAM) or {@code .stream.stop} (the client's, STOP_SENDING). */
@@ -207,13 +214,21 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         if (closeCode >= 0) throw closed();
         MemorySegment bidirectionalObject = Py.dictGet(message, m.bidirectional);
         boolean bidirectional = bidirectionalObject == null || Py.isNone(bidirectionalObject) || Py.isTrue(bidirectionalObject);
-        MemorySegment future = owner.newFuture();
-        opening.add(future);
-        session.openStream(bidirectional, id -> owner.post(() -> {
-            if (!opening.remove(future)) return; // the call ended meanwhile, and released it
-            owner.resolve(future, id < 0 ? Py.newRef(Py.None) : Py.integer(id));
-        }), owner.batch());
+        MemorySegment future = awaitedFuture();
+        session.openStream(bidirectional, id -> owner.post(() -> answer(future,
+                () -> id < 0 ? Py.newRef(Py.None) : Py.integer(id))), owner.batch());
         return Py.newRef(future);
+    }
+
+    private MemorySegment awaitedFuture() {
+        MemorySegment future = owner.newFuture();
+        awaited.add(future);
+        return future;
+    }
+
+    /** Resolves one of {@link #awaited} with a new reference to the value; nothing when the call ended meanwhile and released it. */
+    private void answer(MemorySegment future, Supplier<MemorySegment> value) {
+        if (awaited.remove(future)) owner.resolve(future, value.get());
     }
 
     private MemorySegment sendDatagram(MemorySegment message, AsgiMessages m) {
@@ -290,7 +305,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         state = State.CLOSED;
         for (Incoming event : incoming) release(event);
         incoming.clear();
-        for (MemorySegment future : opening) Py.decRef(future);
-        opening.clear();
+        for (MemorySegment future : awaited) Py.decRef(future);
+        awaited.clear();
     }
 }

@@ -207,7 +207,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
                 data.release();
                 return;
             }
-            target.write(data, end);
+            target.write(data, end); // dropped when the client stopped the stream
         }, batch);
     }
 
@@ -309,22 +309,20 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     }
 
     @Override
-    public boolean writable() {
-        return out.fewQueued() && streamsWritable();
+    public boolean writable(long stream) {
+        WebTransportStream target = streams.get(stream);
+        return out.fewQueued() && (target == null || target.takesMore());
     }
 
     @Override
-    public void whenWritable(Runnable task) {
-        // Only the streams are asked: what is queued for them is handed over by tasks that may still be in
-        // the Python thread's batch, and the streams' buffers fill (and drain) once those have run.
-        out.whenWritable(task, () -> closed || streamsWritable());
-    }
-
-    private boolean streamsWritable() {
-        for (WebTransportStream stream : streams.values()) {
-            if (stream.writable && !stream.channel().isWritable()) return false;
-        }
-        return true;
+    public void whenWritable(long stream, Runnable task) {
+        // Only the stream is asked: what is queued for it is handed over by tasks that may still be in the
+        // Python thread's batch, and the stream's buffer fills (and drains) once those have run.
+        ctx.executor().execute(() -> {
+            WebTransportStream target = streams.get(stream);
+            if (closed || target == null) task.run();
+            else target.whenWritable(task);
+        });
     }
 
     // ---- the session's streams and datagrams; I/O thread ----
@@ -352,11 +350,6 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     void streamGone(WebTransportStream stream) {
         streams.remove(stream.channel().streamId());
         paused.remove(stream);
-        out.runWritableTasks();
-    }
-
-    void writabilityChanged() {
-        out.runWritableTasks();
     }
 
     /** Whether the session's streams may be read further: the application keeps up. */
@@ -473,11 +466,6 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     }
 
     @Override
-    public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-        out.runWritableTasks();
-    }
-
-    @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         end(0, "");
         release();
@@ -549,7 +537,6 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             connection.connections.requestEnded();
         }
         connection.sessionEnded(this);
-        out.runWritableTasks();
     }
 
     long droppedDatagrams() {

@@ -14,6 +14,9 @@ import java.lang.reflect.Field;
  * shutdown follows to bring the channel's state along (quiche answers that second one with "done", which
  * keeps the first code). If a later Netty moves these internals, the stream is reset with
  * H3_REQUEST_CANCELLED instead: it still ends, without the application's code.
+ *
+ * <p>The same internals answer whether the client stopped a stream (STOP_SENDING), which Netty reports
+ * only by failing writes that are queued on it when it arrives ({@link #stopped}).
  */
 final class QuicStreamErrors {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
@@ -23,10 +26,11 @@ final class QuicStreamErrors {
     private static final MethodHandle CONNECTION;
     private static final MethodHandle ADDRESS;
     private static final MethodHandle SHUTDOWN;
+    private static final MethodHandle CAPACITY;
     private static final int READ, WRITE;
 
     static {
-        MethodHandle connection = null, address = null, shutdown = null;
+        MethodHandle connection = null, address = null, shutdown = null, capacity = null;
         int read = 0, write = 0;
         try {
             Class<?> channelClass = Class.forName("io.netty.incubator.codec.quic.QuicheQuicChannel");
@@ -35,6 +39,7 @@ final class QuicStreamErrors {
             MethodHandles.Lookup channels = MethodHandles.privateLookupIn(channelClass, MethodHandles.lookup());
             connection = channels.findGetter(channelClass, "connection", connectionClass);
             address = channels.findStatic(channelClass, "connectionAddressChecked", MethodType.methodType(long.class, connectionClass));
+            capacity = channels.findVirtual(channelClass, "streamCapacity", MethodType.methodType(long.class, long.class));
             MethodHandles.Lookup natives = MethodHandles.privateLookupIn(quiche, MethodHandles.lookup());
             shutdown = natives.findStatic(quiche, "quiche_conn_stream_shutdown",
                     MethodType.methodType(int.class, long.class, long.class, int.class, long.class));
@@ -51,6 +56,7 @@ final class QuicStreamErrors {
         CONNECTION = connection;
         ADDRESS = address;
         SHUTDOWN = shutdown;
+        CAPACITY = capacity;
         READ = read;
         WRITE = write;
     }
@@ -65,6 +71,20 @@ final class QuicStreamErrors {
     /** STOP_SENDING with {@code code}; on the channel's event loop. */
     static void stopSending(QuicStreamChannel channel, long code) {
         channel.shutdownInput(shutdown(channel, READ, code) ? 0 : FALLBACK);
+    }
+
+    /**
+     * Whether the stream takes no more writes from us although Netty did not say so: the client stopped it
+     * (STOP_SENDING), or quiche has already let it go. quiche's stream capacity is then an error rather
+     * than a number of bytes. False when that cannot be asked. On the channel's event loop.
+     */
+    static boolean stopped(QuicStreamChannel channel) {
+        if (CONNECTION == null) return false;
+        try {
+            return (long) CAPACITY.invoke(channel.parent(), channel.streamId()) < 0;
+        } catch (Throwable e) {
+            return false;
+        }
     }
 
     private static boolean shutdown(QuicStreamChannel channel, int direction, long code) {

@@ -73,11 +73,17 @@ public interface WebTransportSession {
     /** The application received a datagram: one more may be queued for it. Any thread. */
     void datagramConsumed();
 
-    /** False while outgoing data is over its high-water mark. Any thread. */
-    boolean writable();
+    /**
+     * False while outgoing data is over its high-water mark, or {@code stream} takes no more (its flow
+     * control window is closed). Any thread.
+     */
+    boolean writable(long stream);
 
-    /** Runs {@code task} on the I/O thread once outgoing data is under the high-water mark again, or the session is gone. */
-    void whenWritable(Runnable task);
+    /**
+     * Runs {@code task} on the I/O thread once {@code stream} takes more, or will never again (the client
+     * stopped it, it or the session is gone). Other streams of the session do not hold it back.
+     */
+    void whenWritable(long stream, Runnable task);
 
     /** True once the session is over. Any thread. */
     boolean closed();
