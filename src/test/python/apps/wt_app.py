@@ -4,6 +4,8 @@ against the messages of docs/WEBTRANSPORT.md. No third-party imports.
 HTTP:
   /                       a small HTML page: the origin the browser's WebTransport code runs in
   /events?id=I            JSON list of what session I recorded (see below)
+  /release?id=I           lets session I of /hold go on receiving
+  /flood-state?id=I       JSON progress of session I of /flood (see below)
 
 WebTransport sessions (the path decides):
   /echo?id=I              accepts; every stream's data goes back on the same stream (its end too),
@@ -15,6 +17,7 @@ WebTransport sessions (the path decides):
                           reason) until the disconnect
   /slow?id=I&ms=M         accepts, waits M ms without receiving, then records how many datagrams
                           are waiting to be received (until the first stream data arrives)
+  /hold?id=I              as /slow, but waits until /release?id=I is requested (60 s at most)
   /serve?id=I             accepts, opens a bidirectional stream (sends "ping" on it) and a
                           unidirectional one ("one way from the server", then its end); records
                           every message and the IDs it got ("opened"); when the client ends the
@@ -24,8 +27,8 @@ WebTransport sessions (the path decides):
                           starts with "reset", sends "partial" on it and resets it with code R, else
                           stops it with code S; records every message until the disconnect
   /flood?id=I&size=N      accepts; on the first data of a stream the client opened both ways, a task
-                          of its own sends N bytes on that stream in 64 KiB blocks, its progress kept in
-                          /flood-state?id=I ({"state": "sending"|"done", "sent": bytes handed to
+                          of its own sends N bytes on that stream in 64 KiB blocks, its progress kept
+                          for /flood-state ({"state": "sending"|"done", "sent": bytes handed to
                           send()}); every other stream is echoed as /echo does, by the main task
   /fail                   accepts, then raises
 anything else: refused with 404.
@@ -37,12 +40,29 @@ from urllib.parse import parse_qs
 
 EVENTS = {}
 FLOOD = {}
+# Sessions of /hold by ID, set by /release: one event loop serves HTTP and WebTransport alike.
+RELEASES = {}
 
 PAGE = b"<!doctype html><title>wt</title><p>WebTransport test page</p>"
 
 
 def record(sid, event):
     EVENTS.setdefault(sid, []).append(event)
+
+
+def release(sid):
+    return RELEASES.setdefault(sid, asyncio.Event())
+
+
+async def count_datagrams(sid, receive):
+    """Receives until something other than a datagram arrives; records how many datagrams came first."""
+    datagrams = 0
+    while True:
+        message = await receive()
+        if message["type"] != "webtransport.datagram.receive":
+            break
+        datagrams += 1
+    record(sid, {"type": "datagrams", "count": datagrams, "then": message["type"]})
 
 
 def summary(message):
@@ -78,6 +98,9 @@ async def http(scope, receive, send):
     elif scope["path"] == "/flood-state":
         body = json.dumps(FLOOD.get(query.get("id", [""])[0])).encode()
         content_type = b"application/json"
+    elif scope["path"] == "/release":
+        release(query.get("id", [""])[0]).set()
+        body, content_type = b"released", b"text/plain"
     else:
         body, content_type = PAGE, b"text/html"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
@@ -124,13 +147,15 @@ async def session(scope, receive, send):
     elif path == "/slow":
         await send({"type": "webtransport.accept"})
         await asyncio.sleep(int(query.get("ms", ["1000"])[0]) / 1000)
-        datagrams = 0
-        while True:
-            message = await receive()
-            if message["type"] != "webtransport.datagram.receive":
-                break
-            datagrams += 1
-        record(sid, {"type": "datagrams", "count": datagrams, "then": message["type"]})
+        await count_datagrams(sid, receive)
+    elif path == "/hold":
+        await send({"type": "webtransport.accept"})
+        try:
+            await asyncio.wait_for(release(sid).wait(), 60)
+        except asyncio.TimeoutError:
+            # Bounded so that a test that fails before releasing leaves no session waiting forever.
+            pass
+        await count_datagrams(sid, receive)
     elif path == "/serve":
         await send({"type": "webtransport.accept"})
         bidi = await send({"type": "webtransport.stream.open", "bidirectional": True})

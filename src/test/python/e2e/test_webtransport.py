@@ -1,6 +1,6 @@
 """WebTransport over HTTP/3 end to end (docs/WEBTRANSPORT.md): sessions accepted and refused, the
 ASGI scope, bidirectional and unidirectional streams opened by either side, the client's stream reset, datagrams both
-ways and their bound, the close capsule both ways, and the refusal for WSGI applications.
+ways, their bound and the count of those dropped, the close capsule both ways, and the refusal for WSGI applications.
 
 The client is headless Chromium (``chromium.py``), whose page runs ``new WebTransport(url,
 {serverCertificateHashes})``: the server gets an ECDSA P-256 certificate valid for 10 days, made here
@@ -610,6 +610,48 @@ def test_sessions_are_logged_and_counted(browser, start_server, wt_cert):
         assert server.wait_for_output('"CONNECT /refuse?status=404 HTTP/3" 404', timeout=10), server.output()[-2000:]
         assert poll(lambda: requests_metric(metrics, "2xx") == 1 and requests_metric(metrics, "4xx") == 1), \
             (requests_metric(metrics, "2xx"), requests_metric(metrics, "4xx"))
+    finally:
+        page.close()
+
+
+def test_dropped_datagrams_are_counted(browser, start_server, wt_cert):
+    import httpx
+
+    sent = 500
+    metrics = free_port()
+    server = start_wt(start_server, wt_cert, "--metrics-port", metrics)
+    page = open_page(browser, server)
+
+    def dropped():
+        return metric(metrics, "peregrine_webtransport_datagrams_dropped_total")
+
+    try:
+        sid = new_id()
+        # The application receives nothing until released: every datagram past the bound is dropped.
+        run(page, wt_cert, """
+          window.__held = open("/hold?id=%s");
+          await window.__held.ready;
+          const writer = window.__held.datagrams.writable.getWriter();
+          for (let i = 0; i < %d; i++) await writer.write(H.bytes("d" + i));
+          return true;
+        """ % (sid, sent))
+        assert poll(lambda: dropped() > 0, timeout=20), "no datagram counted as dropped"
+        with httpx.Client(verify=False, timeout=5) as client:
+            assert client.get("https://127.0.0.1:%d/release?id=%s" % (server.port, sid)).status_code == 200
+        # A stream sent after the release ends what the application counts.
+        run(page, wt_cert, """
+          const s = await window.__held.createUnidirectionalStream();
+          const w = s.getWriter();
+          await w.write(H.bytes("done"));
+          await w.close();
+          return true;
+        """)
+        got = events(server, sid, lambda e: any(x["type"] == "datagrams" for x in e), timeout=20)
+        count = got[0]["count"]
+        assert got[0]["then"] == "webtransport.stream.receive", got
+        # A drop means the bound was full; those queued are received in order, before the later stream.
+        assert count >= 64, got
+        assert count + dropped() <= sent, (count, dropped())
     finally:
         page.close()
 

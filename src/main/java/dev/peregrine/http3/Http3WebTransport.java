@@ -374,6 +374,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
         }
         if (queuedDatagrams.get() >= MAX_QUEUED_DATAGRAMS) {
             droppedDatagrams++;
+            connection.core.metrics().webTransportDatagramDropped();
             payload.release();
             return;
         }

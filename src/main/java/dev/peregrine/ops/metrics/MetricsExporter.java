@@ -52,6 +52,9 @@ public final class MetricsExporter {
                 .baseUnit("bytes").register(registry);
         counter("peregrine.compressed.responses", "Response bodies --compress compressed (a cache hit sent from a stored coded variant is none)",
                 COMPRESSED).register(registry);
+        counter("peregrine.webtransport.datagrams.dropped",
+                "WebTransport datagrams dropped on arrival: their session held as many unreceived by the application as it may",
+                WEBTRANSPORT_DATAGRAMS_DROPPED).register(registry);
         gauge("peregrine.connections.active", "Connections open now", s -> s.sum(CONNECTIONS_ACTIVE)).register(registry);
         gauge("peregrine.requests.in.flight", "Requests received and not yet answered in full", s -> s.sum(REQUESTS_IN_FLIGHT))
                 .register(registry);

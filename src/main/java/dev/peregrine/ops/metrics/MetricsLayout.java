@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 5;
+    static final long VERSION = 6;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -75,8 +75,10 @@ public final class MetricsLayout {
     static final int CACHE_BYTES_RELEASED = CACHE_BYTES_STORED + 1;
     /** Response bodies --compress compressed: a cache hit sent from a stored coded variant is not one. */
     static final int COMPRESSED = CACHE_BYTES_RELEASED + 1;
+    /** WebTransport datagrams dropped because the application had not received the ones before them. */
+    static final int WEBTRANSPORT_DATAGRAMS_DROPPED = COMPRESSED + 1;
     // Written by the Python thread(s) rather than the I/O thread: a cache line of their own.
-    static final int PYTHON_WAIT_BUCKETS = lineAfter(COMPRESSED);
+    static final int PYTHON_WAIT_BUCKETS = lineAfter(WEBTRANSPORT_DATAGRAMS_DROPPED);
     static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
     /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
     static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);

@@ -127,6 +127,12 @@ public final class RequestMetrics {
         add(COMPRESSED, 1);
     }
 
+    /** A WebTransport datagram arrived while the session's bound of datagrams the application had not received was full. */
+    public void webTransportDatagramDropped() {
+        if (segment == null) return;
+        add(WEBTRANSPORT_DATAGRAMS_DROPPED, 1);
+    }
+
     /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
     public void pythonStarted(long readyNanos) {
         if (segment == null) return;

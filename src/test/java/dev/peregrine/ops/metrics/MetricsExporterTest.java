@@ -30,6 +30,8 @@ class MetricsExporterTest {
         store.recorder(0).requestStarted();
         store.recorder(2).requestStarted();
         store.recorder(1).connectionOpened();
+        store.recorder(0).webTransportDatagramDropped();
+        store.recorder(2).webTransportDatagramDropped();
         store.workerStarted();
         store.workerStarted();
 
@@ -47,6 +49,7 @@ class MetricsExporterTest {
         assertLine(text, "peregrine_worker_connections_active{worker=\"2\"} 1.0");
         assertLine(text, "peregrine_connections_active 1.0");
         assertLine(text, "peregrine_worker_starts_total 2.0");
+        assertLine(text, "peregrine_webtransport_datagrams_dropped_total 2.0");
         assertLine(text, "peregrine_python_wait_seconds_count 0");
     }
 

@@ -74,7 +74,7 @@ class MetricsLayoutTest {
         assertTrue(DURATION_BUCKETS >= REQUESTS + REQUEST_CELLS);
         assertTrue(DURATION_SUM_NANOS >= DURATION_BUCKETS + DURATION_BOUNDS.length + 1);
         assertTrue(PYTHON_WAIT_SUM_NANOS >= PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1);
-        assertTrue(PYTHON_WAIT_BUCKETS > REQUESTS_IN_FLIGHT);
+        assertTrue(PYTHON_WAIT_BUCKETS > WEBTRANSPORT_DATAGRAMS_DROPPED);
         assertTrue(WORKER_ID > PYTHON_WAIT_SUM_NANOS && WORKER_ID < SLOT_LONGS);
         assertEquals(0, PYTHON_WAIT_BUCKETS % 8, "the Python thread's counters start a cache line");
         assertEquals(0, SLOT_LONGS % 8);
