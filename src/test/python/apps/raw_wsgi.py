@@ -36,6 +36,7 @@ Routes (by PATH_INFO):
   /barrier?id=X&n=N        returns once N requests with id X are in the app at once
   /seen                    JSON list of every request target served
   /sleep?s=F               sleeps F seconds
+  /wait?marker=F           waits for file F (10 s at most) before any output, then "seen-marker"
   /validated/...           the same application wrapped by wsgiref.validate
   /validator-warnings      warnings wsgiref.validate issued so far
 """
@@ -385,6 +386,9 @@ def app(environ, start_response):
 
     if path == "/seen":
         return _json(start_response, SEEN)
+
+    if path == "/wait":
+        return _respond(start_response, "200 OK", _wait_for(query["marker"]).decode())
 
     if path == "/sleep":
         time.sleep(float(query.get("s", "1")))

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from conftest import IncompleteResponse, poll, read_until_contains
+from conftest import IncompleteResponse, free_port, poll, read_until_contains
+from test_metrics import scrape
 
 
 @pytest.fixture(scope="module")
@@ -376,3 +377,35 @@ def test_wsgi_threads_run_requests_at_once(raw_servers):
         t.join(30)
     # each request returns only once the other one is inside the application too
     assert outcomes == ["passed", "passed"]
+
+
+# ---------------------------------------------------------------------------
+# responses handed to the I/O thread
+
+
+@pytest.mark.peregrine_only  # the batch of finished responses is Peregrine's (WsgiApplication, BatchWatchdog)
+def test_a_finished_response_does_not_wait_for_the_next_request(start_server, tmp_path):
+    """One WSGI thread: a response finished just before a request whose application blocks reaches its
+    client while that request still runs. A finished response is handed to the I/O thread without
+    waking it, and the wake-up comes when the WSGI thread runs out of requests or after a few
+    responses; a watchdog wakes it within a millisecond or so when the thread goes on to a request that
+    blocks. Without it, a and b were answered only when the I/O thread woke for a timer of its own,
+    about four seconds later here: hence the short read timeouts, far above the expected wait."""
+    metrics = free_port()
+    server = start_server("raw_wsgi:app", "--wsgi-threads", "1", "--metrics-port", metrics)
+    first, third = tmp_path / "first", tmp_path / "third"
+    in_flight = lambda n: poll(lambda: scrape(metrics)("peregrine_requests_in_flight") == n)
+    with server.raw() as a, server.raw() as b, server.raw() as c:
+        a.send_request("GET", "/wait?marker=%s" % first)
+        assert in_flight(1)
+        b.send_request("GET", "/")
+        assert in_flight(2)
+        c.send_request("GET", "/wait?marker=%s" % third)
+        assert in_flight(3)
+        first.write_text("go")  # a is answered; then b, then c blocks until `third` exists
+        assert a.read_response(timeout=2).body == b"seen-marker"
+        answered = b.read_response(timeout=2)
+        assert answered.status == 200 and answered.body == b"hello, wsgi"
+        assert scrape(metrics)("peregrine_requests_in_flight") == 1, "c should still be waiting for its marker"
+        third.write_text("go")
+        assert c.read_response(timeout=8).body == b"seen-marker"

@@ -4,6 +4,7 @@ import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.NativeBuffers;
@@ -52,6 +53,7 @@ public final class WsgiApplication implements ServedApplication {
     /** One instance for every request rather than a method reference made per request. */
     private final Consumer<WsgiRequest> enqueue = this::enqueue;
     private final BorrowedBytes borrowed = new BorrowedBytes(() -> queue.add(DRAIN));
+    private final BatchWatchdog watchdog = new BatchWatchdog();
 
     private EnvironBuilder environs;
     private MemorySegment startResponse;
@@ -113,6 +115,7 @@ public final class WsgiApplication implements ServedApplication {
 
     @Override
     public String start() {
+        watchdog.start();
         for (int i = 1; i <= threads; i++) {
             Thread worker = new Thread(null, this::serve, "wsgi-" + i, 16L << 20);
             worker.start();
@@ -125,6 +128,7 @@ public final class WsgiApplication implements ServedApplication {
     public void stop(long timeoutMillis) throws InterruptedException {
         for (int i = 0; i < workers.size(); i++) queue.add(STOP);
         for (Thread worker : workers) worker.join(timeoutMillis);
+        watchdog.stop();
     }
 
     @Override
@@ -148,14 +152,27 @@ public final class WsgiApplication implements ServedApplication {
 
     private void serve() {
         PythonInterpreter.pinThreadState();
+        // Finished responses go to the I/O threads without waking them, which costs this thread a system
+        // call each (about 8 µs on these virtual machines, 12 % of a Flask request): the batch wakes
+        // them when this thread runs out of requests, after eight responses, or before it waits;
+        // the watchdog when a request blocks with responses waiting.
+        WakeupBatch batch = new WakeupBatch(() -> {});
+        watchdog.watch(batch);
         while (true) {
-            WsgiRequest request;
-            try {
-                request = queue.take();
-            } catch (InterruptedException e) {
+            WsgiRequest request = queue.poll();
+            if (request == null) {
+                batch.flush();
+                try {
+                    request = queue.take();
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+            if (request == STOP) {
+                batch.flush();
                 return;
             }
-            if (request == STOP) return;
+            if (batch.waitingSince() != 0) watchdog.arm();
             int gil = PythonInterpreter.acquire();
             if (request == DRAIN) {
                 borrowed.drain();
@@ -163,6 +180,7 @@ public final class WsgiApplication implements ServedApplication {
                 continue;
             }
             metrics.pythonStarted(request.readyNanos);
+            request.batch = batch;
             current.set(request);
             try {
                 handle(request);

@@ -3,6 +3,7 @@ package dev.peregrine.wsgi;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.python.PythonInterpreter;
 import io.netty.buffer.ByteBuf;
 
@@ -37,6 +38,8 @@ final class WsgiRequest implements BodyReceiver {
     boolean complete;
     /** Body bytes handed to the exchange so far. */
     private long sent;
+    /** The running WSGI thread's batch: the response's end goes to the I/O thread without waking it. */
+    WakeupBatch batch;
 
     WsgiRequest(HttpExchange exchange, Consumer<WsgiRequest> ready) {
         this.exchange = exchange;
@@ -128,7 +131,10 @@ final class WsgiRequest implements BodyReceiver {
                         demanding = true;
                         exchange.demand();
                     }
-                    if (released == null) released = PythonInterpreter.saveThread();
+                    if (released == null) {
+                        batch.flush();
+                        released = PythonInterpreter.saveThread();
+                    }
                     try {
                         wait();
                     } catch (InterruptedException e) {
@@ -159,8 +165,14 @@ final class WsgiRequest implements BodyReceiver {
         headSent = true;
         if (data != null) sent += data.readableBytes();
         if (last) complete = true;
-        exchange.send(toSend, data, last);
-        if (!last && !exchange.writable()) {
+        // Only the end waits in the batch: a block of a streamed response goes out as it is made.
+        if (last) {
+            exchange.send(toSend, data, true, batch);
+            return;
+        }
+        batch.flush();
+        exchange.send(toSend, data, false);
+        if (!exchange.writable()) {
             CountDownLatch writable = new CountDownLatch(1);
             exchange.whenWritable(writable::countDown);
             MemorySegment released = PythonInterpreter.saveThread();

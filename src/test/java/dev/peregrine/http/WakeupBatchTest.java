@@ -65,4 +65,26 @@ class WakeupBatchTest {
         // No flush() from the owner: the eighth submission woke the loop.
         assertTrue(ran.await(5, TimeUnit.SECONDS));
     }
+
+    @Test
+    void anotherThreadWakesTheLoopForWhatWaitsAndClearsTheTime() throws InterruptedException {
+        WakeupBatch batch = new WakeupBatch(() -> {});
+        assertEquals(0, batch.waitingSince());
+        CountDownLatch ran = submitted(batch, 2);
+        long since = batch.waitingSince();
+        assertTrue(since != 0);
+        Thread other = new Thread(() -> batch.wakeStale(since));
+        other.start();
+        other.join();
+        assertTrue(ran.await(5, TimeUnit.SECONDS), "the other thread's wake ran the queued tasks");
+        assertEquals(0, batch.waitingSince());
+        // The next task starts a new wait; a wake for the old time no longer applies to it.
+        batch.submit(loop, () -> {});
+        long next = batch.waitingSince();
+        assertTrue(next != 0);
+        batch.wakeStale(since);
+        assertEquals(next, batch.waitingSince());
+        batch.flush();
+        assertEquals(0, batch.waitingSince());
+    }
 }
