@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 
-stats = {"received": 0, "sent": 0, "disconnects": [], "slow_released": False}
+stats = {"received": 0, "sent": 0, "disconnects": [], "slow_released": False, "waiting_sends": 0}
 release = None  # set by GET /release: lets /slow start reading
 
 
@@ -176,6 +176,29 @@ async def flood(scope, receive, send):
         pass
 
 
+async def flood_from_two_tasks(scope, receive, send):
+    """As /flood, from two tasks at once ('a' and 'b', each then sending 'end a' or 'end b'); /stats
+    counts the sends in progress ("waiting_sends")."""
+    await expect_connect(receive)
+    await send({"type": "websocket.accept"})
+    first = await receive()
+    n, size = map(int, first["text"].split())
+    payload = b"x" * size
+
+    async def sender(name):
+        for _ in range(n):
+            stats["waiting_sends"] += 1
+            try:
+                await send({"type": "websocket.send", "bytes": payload})
+            finally:
+                stats["waiting_sends"] -= 1
+        await send({"type": "websocket.send", "text": "end " + name})
+
+    await asyncio.gather(sender("a"), sender("b"))
+    while (await receive())["type"] != "websocket.disconnect":
+        pass
+
+
 async def wait_for_disconnect(scope, receive, send):
     """Accepts and only waits: for the dead-peer and drain tests."""
     await expect_connect(receive)
@@ -200,5 +223,6 @@ ROUTES = {
     "/return": return_without_close,
     "/slow": slow,
     "/flood": flood,
+    "/flood-two": flood_from_two_tasks,
     "/wait": wait_for_disconnect,
 }

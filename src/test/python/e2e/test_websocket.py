@@ -729,6 +729,29 @@ def test_slow_client_makes_send_wait(start_server):
         assert stats(server)["sent"] == n
 
 
+@pytest.mark.peregrine_only
+def test_two_tasks_waiting_to_send_both_resume(start_server):
+    """Two tasks of one connection send at once to a client that reads nothing: both sends wait, and
+    both resume once the client reads (each waiting send once had a future of its own, and the second
+    replaced the first, which then waited forever)."""
+    server = start_server("raw_ws:app")
+    n, size = 100, 65536
+    with WsRaw(server.port, "/flood-two") as ws:
+        ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        ws.send_text("%d %d" % (n, size))
+        assert poll(lambda: stats(server)["waiting_sends"] == 2, timeout=20), stats(server)
+        ends, received = set(), 0
+        while len(ends) < 2:
+            opcode, payload = ws.recv_data()
+            if opcode == TEXT:
+                ends.add(payload)
+            else:
+                assert len(payload) == size
+                received += 1
+        assert ends == {b"end a", b"end b"}
+        assert received == 2 * n
+
+
 # ---------------------------------------------------------------------------
 # Refusals and drain
 

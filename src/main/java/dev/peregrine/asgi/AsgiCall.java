@@ -69,11 +69,16 @@ abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransp
 
     /**
      * The future a send() returns when the peer must drain first (backpressure): done once the
-     * transport, through {@code whenWritable}, says the peer has caught up.
+     * transport, through {@code whenWritable}, says the peer has caught up. Every send that waits
+     * meanwhile gets the same one.
      */
     final MemorySegment waitUntilWritable(Consumer<Runnable> whenWritable) {
-        sendWaiter = owner.newFuture();
-        whenWritable.accept(() -> owner.post(this::wakeSender));
+        // Tasks of the application that send at once wait for the same drain, so on one future: a
+        // future of its own for each would leave all but the last waiting forever.
+        if (sendWaiter == null) {
+            sendWaiter = owner.newFuture();
+            whenWritable.accept(() -> owner.post(this::wakeSender));
+        }
         return Py.newRef(sendWaiter);
     }
 
