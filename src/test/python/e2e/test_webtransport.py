@@ -65,6 +65,11 @@ window.__wt = {
     for (let i = 0; i < size; i++) out[i] = (i * 7 + (i >> 8)) & 0xff;
     return out;
   },
+  async sendOneWay(wt, text) {
+    const w = (await wt.createUnidirectionalStream()).getWriter();
+    await w.write(new TextEncoder().encode(text));
+    await w.close();
+  },
   timeout(promise, ms, what) {
     return Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error("timed out: " + what)), ms))]);
   },
@@ -179,6 +184,13 @@ def events(server, sid, predicate=None, timeout=10.0):
     got = poll(fetch, timeout=timeout, interval=0.1)
     assert got is not None, "session %s never recorded what was expected; last: %r" % (sid, fetch.__dict__)
     return got
+
+
+def datagrams_received(server, sid):
+    """How many datagrams session sid of /slow or /hold received before the stream that ends the count."""
+    got = events(server, sid, lambda e: any(x["type"] == "datagrams" for x in e), timeout=20)
+    assert got[0]["then"] == "webtransport.stream.receive", got
+    return got[0]["count"]
 
 
 def new_id():
@@ -518,16 +530,11 @@ def test_datagrams_past_the_bound_are_dropped(page, server, wt_cert):
       await wt.ready;
       const writer = wt.datagrams.writable.getWriter();
       for (let i = 0; i < 400; i++) { await writer.write(H.bytes("d" + i)); if (i %% 50 === 0) await new Promise(ok => setTimeout(ok, 5)); }
-      const s = await wt.createUnidirectionalStream();
-      const w = s.getWriter();
-      await w.write(H.bytes("done"));
-      await w.close();
+      await H.sendOneWay(wt, "done");
       return true;
     """ % sid)
-    got = events(server, sid, lambda e: any(x["type"] == "datagrams" for x in e), timeout=20)
-    count = got[0]["count"]
-    assert 0 < count <= 64, got
-    assert got[0]["then"] == "webtransport.stream.receive"
+    count = datagrams_received(server, sid)
+    assert 0 < count <= 64, count
 
 
 # ---------------------------------------------------------------------------
@@ -640,17 +647,12 @@ def test_dropped_datagrams_are_counted(browser, start_server, wt_cert):
             assert client.get("https://127.0.0.1:%d/release?id=%s" % (server.port, sid)).status_code == 200
         # A stream sent after the release ends what the application counts.
         run(page, wt_cert, """
-          const s = await window.__held.createUnidirectionalStream();
-          const w = s.getWriter();
-          await w.write(H.bytes("done"));
-          await w.close();
+          await H.sendOneWay(window.__held, "done");
           return true;
         """)
-        got = events(server, sid, lambda e: any(x["type"] == "datagrams" for x in e), timeout=20)
-        count = got[0]["count"]
-        assert got[0]["then"] == "webtransport.stream.receive", got
+        count = datagrams_received(server, sid)
         # A drop means the bound was full; those queued are received in order, before the later stream.
-        assert count >= 64, got
+        assert count >= 64, count
         assert count + dropped() <= sent, (count, dropped())
     finally:
         page.close()
