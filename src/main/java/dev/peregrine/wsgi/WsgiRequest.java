@@ -170,8 +170,8 @@ final class WsgiRequest implements BodyReceiver {
             exchange.send(toSend, data, true, batch);
             return;
         }
+        exchange.send(toSend, data, false, batch);
         batch.flush();
-        exchange.send(toSend, data, false);
         if (!exchange.writable()) {
             CountDownLatch writable = new CountDownLatch(1);
             exchange.whenWritable(writable::countDown);
