@@ -61,10 +61,22 @@ def peregrine_cmd():
     return [str(REPO_ROOT / "bin" / "peregrine")]
 
 
+_ports_handed_out = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, never one this session handed out before.
+
+    The kernel may give a port that was just probed and released to the very next probe: a test
+    that takes one port for the server and then more for its peers (Pebble takes five) would then
+    pass the same number to two listeners, and one of them fails with "Address already in use"."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_handed_out:
+            _ports_handed_out.add(port)
+            return port
 
 
 def kind_of(target):

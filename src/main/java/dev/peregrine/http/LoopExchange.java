@@ -118,7 +118,7 @@ public abstract class LoopExchange implements HttpExchange {
         queue.run(() -> {
             queue.written(bytes);
             task.run();
-        }, batch);
+        }, bytes, batch);
     }
 
     /** Whether the response data handed to {@link #send} and not yet written is under the high-water mark; any thread. */

@@ -28,8 +28,13 @@ public final class WriteQueue {
 
     /** Runs {@code task} on the I/O thread: now if already there, else in {@code batch} when given (its flush wakes the thread). */
     public void run(Runnable task, WakeupBatch batch) {
+        run(task, 0, batch);
+    }
+
+    /** {@link #run(Runnable, WakeupBatch)} for a task that writes {@code bytes} of response data. */
+    public void run(Runnable task, int bytes, WakeupBatch batch) {
         if (executor.inEventLoop()) task.run();
-        else if (batch != null) batch.submit(executor, task);
+        else if (batch != null) batch.submit(executor, task, bytes);
         else executor.execute(task);
     }
 

@@ -171,7 +171,7 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
                 return;
             }
             ctx.writeAndFlush(text ? new TextWebSocketFrame(data) : new BinaryWebSocketFrame(data));
-        }, batch);
+        }, size, batch);
     }
 
     /** Starts the closing handshake with the application's code and reason; the peer's answer ends the connection. */

@@ -8,7 +8,7 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * Bounds how long a finished response waits in a WSGI thread's {@link WakeupBatch}. A WSGI thread
- * flushes its batch when it runs out of requests or holds eight responses, but it may go on to a request
+ * flushes its batch when it runs out of requests or holds 32 responses, but it may go on to a request
  * whose application blocks (a slow query, a sleep) while earlier responses, already made, wait in the
  * batch. While some batch holds responses, this thread looks every millisecond and wakes the I/O
  * threads for any that waited that long; with none, it parks until a WSGI thread starts a request with

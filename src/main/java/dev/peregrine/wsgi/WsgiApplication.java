@@ -154,7 +154,7 @@ public final class WsgiApplication implements ServedApplication {
         PythonInterpreter.pinThreadState();
         // Finished responses go to the I/O threads without waking them, which costs this thread a system
         // call each (about 8 µs on these virtual machines, 12 % of a Flask request): the batch wakes
-        // them when this thread runs out of requests, after eight responses, or before it waits;
+        // them when this thread runs out of requests, after 32 responses or 512 KiB, or before it waits;
         // the watchdog when a request blocks with responses waiting.
         WakeupBatch batch = new WakeupBatch(() -> {});
         watchdog.watch(batch);

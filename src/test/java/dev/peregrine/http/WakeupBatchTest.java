@@ -30,11 +30,14 @@ class WakeupBatchTest {
         loop.submit(() -> {}).await(5, TimeUnit.SECONDS);
     }
 
-    /** Submits {@code count} tasks to the idle loop through {@code batch}; the latch counts those that ran. */
-    private CountDownLatch submitted(WakeupBatch batch, int count) throws InterruptedException {
+    /**
+     * Submits {@code count} tasks of {@code bytes} each to the idle loop through {@code batch}; the latch
+     * counts those that ran.
+     */
+    private CountDownLatch submitted(WakeupBatch batch, int count, int bytes) throws InterruptedException {
         idle();
         CountDownLatch ran = new CountDownLatch(count);
-        for (int i = 0; i < count; i++) batch.submit(loop, ran::countDown);
+        for (int i = 0; i < count; i++) batch.submit(loop, ran::countDown, bytes);
         return ran;
     }
 
@@ -43,26 +46,33 @@ class WakeupBatchTest {
         idle();
         AtomicInteger asked = new AtomicInteger();
         WakeupBatch batch = new WakeupBatch(asked::incrementAndGet);
-        batch.submit(loop, () -> {});
-        batch.submit(loop, () -> {});
+        batch.submit(loop, () -> {}, 0);
+        batch.submit(loop, () -> {}, 0);
         assertEquals(1, asked.get());
         batch.flush();
-        batch.submit(loop, () -> {});
+        batch.submit(loop, () -> {}, 0);
         assertEquals(2, asked.get());
     }
 
     @Test
     void aFlushRunsEveryQueuedTask() throws InterruptedException {
         WakeupBatch batch = new WakeupBatch(() -> {});
-        CountDownLatch ran = submitted(batch, 3);
+        CountDownLatch ran = submitted(batch, 3, 100);
         batch.flush();
         assertTrue(ran.await(5, TimeUnit.SECONDS));
     }
 
     @Test
-    void eightWaitingTasksAreFlushedWithoutWaitingForTheOwner() throws InterruptedException {
-        CountDownLatch ran = submitted(new WakeupBatch(() -> {}), 8);
-        // No flush() from the owner: the eighth submission woke the loop.
+    void thirtyTwoWaitingTasksAreFlushedWithoutWaitingForTheOwner() throws InterruptedException {
+        CountDownLatch ran = submitted(new WakeupBatch(() -> {}), 32, 100);
+        // No flush() from the owner: the 32nd submission woke the loop.
+        assertTrue(ran.await(5, TimeUnit.SECONDS));
+    }
+
+    @Test
+    void halfAMebibyteOfResponsesIsFlushedWithoutWaitingForTheOwner() throws InterruptedException {
+        CountDownLatch ran = submitted(new WakeupBatch(() -> {}), 4, 128 * 1024);
+        // Four responses of 128 KiB, far from 32: the bytes woke the loop.
         assertTrue(ran.await(5, TimeUnit.SECONDS));
     }
 
@@ -70,7 +80,7 @@ class WakeupBatchTest {
     void anotherThreadWakesTheLoopForWhatWaitsAndClearsTheTime() throws InterruptedException {
         WakeupBatch batch = new WakeupBatch(() -> {});
         assertEquals(0, batch.waitingSince());
-        CountDownLatch ran = submitted(batch, 2);
+        CountDownLatch ran = submitted(batch, 2, 100);
         long since = batch.waitingSince();
         assertTrue(since != 0);
         Thread other = new Thread(() -> batch.wakeStale(since));
@@ -79,7 +89,7 @@ class WakeupBatchTest {
         assertTrue(ran.await(5, TimeUnit.SECONDS), "the other thread's wake ran the queued tasks");
         assertEquals(0, batch.waitingSince());
         // The next task starts a new wait; a wake for the old time no longer applies to it.
-        batch.submit(loop, () -> {});
+        batch.submit(loop, () -> {}, 0);
         long next = batch.waitingSince();
         assertTrue(next != 0);
         batch.wakeStale(since);
