@@ -28,10 +28,10 @@ public final class WakeupBatch {
      * requests; each flush is a wake-up, a system call with an interrupt between processors here.
      * Measured side by side on GET /user/0 at 64 connections (issue 14): 16 responses against 8 gave
      * Flask 1.04x and FastAPI 1.02x the requests per second (5 of 6 rounds ahead each), 32 against 16
-     * Flask 1.02x more (6 of 6); 64 against 32 was within the noise. Large bodies want earlier flushes: on 100 KiB
-     * responses 32 against 8 cost Flask 1 to 2 % (and an earlier change measured flushing only when
-     * out of work at 0.93x), as the I/O thread then starts late on writes that take it longer than a
-     * wake-up. The byte bound keeps such batches to a few responses.
+     * Flask 1.02x more (6 of 6); 64 against 32 was within the noise. Large bodies want earlier
+     * flushes: on 100 KiB responses 32 against 8 cost Flask up to 2 % (and an earlier change measured
+     * flushing only when out of work at 0.93x), as the I/O thread then starts late on writes that
+     * take it longer than a wake-up. The byte bound keeps such batches to a few responses.
      */
     private static final int FLUSH_AFTER = 32;
     private static final long FLUSH_AFTER_BYTES = 512 * 1024;
