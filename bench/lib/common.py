@@ -151,10 +151,20 @@ def raise_nofile(want: int = 65536) -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+_ports_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, never one handed out before in this run: the kernel may give a port
+    just probed and released to the next probe, and some benchmarks take several ports before they
+    start the servers (bench/lib/cache.py)."""
+    while True:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _ports_handed_out:
+            _ports_handed_out.add(port)
+            return port
 
 
 # ---------------------------------------------------------------- /proc: process trees, RSS, CPU
