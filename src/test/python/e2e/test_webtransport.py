@@ -66,15 +66,22 @@ window.__wt = {
     return out;
   },
   // The stream that ends what a counting application receives. The application may return as soon as
-  // the stream's first bytes arrive, and the end of its session stops the stream (STOP_SENDING) before
-  // this side has closed it: that is the stream arriving, not a failure.
+  // the stream's first bytes arrive, and the end of its session may stop the stream (STOP_SENDING) or
+  // close the session before this side has closed the stream: that is the stream arriving, not a
+  // failure. The callers check on the server's side that the stream arrived.
   async sendOneWay(wt, text) {
-    const w = (await wt.createUnidirectionalStream()).getWriter();
+    let w;
+    try {
+      w = (await wt.createUnidirectionalStream()).getWriter();
+    } catch (e) {
+      throw new Error("could not open the stream that ends the count: " + e);
+    }
     try {
       await w.write(new TextEncoder().encode(text));
       await w.close();
     } catch (e) {
-      if (!String(e).includes("STOP_SENDING")) throw e;
+      const message = String(e);
+      if (!message.includes("STOP_SENDING") && !message.includes("session is closed")) throw e;
     }
   },
   timeout(promise, ms, what) {
