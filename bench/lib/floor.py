@@ -2,7 +2,9 @@
 
 ASGI (FastAPI): in a uvloop event loop, awaits app(scope, receive, send) in a loop with a prebuilt scope for
 GET /user/0 (copied per call, as frameworks write into it), a receive that returns the empty http.request, and
-a send that collects the messages. The lifespan startup runs first, as a server would run it.
+a send that collects the messages. The lifespan startup runs first, as a server would run it. Each run is
+followed by one of the same calls with each in an asyncio task of its own: the floor is the app alone, the
+second figure what a server must add at least to run requests side by side.
 WSGI (Flask): calls app(environ, start_response) in a loop with a prebuilt environ for GET /user/0 (copied per
 call, with a fresh wsgi.input BytesIO), consumes the iterable and calls close().
 
@@ -113,6 +115,38 @@ async def asgi_run(app, base: dict, seconds: float) -> tuple[int, float, float]:
             return n, elapsed, time.thread_time() - cpu_start
 
 
+# A server running requests concurrently gives each its own task, created when the request arrives and run
+# by the loop's next turn; awaiting the app in the caller's task, as asgi_run does, leaves that cost out.
+# TASK_GROUP tasks are created at a time, as one wake-up of a server's loop would start them.
+TASK_GROUP = 16
+
+
+async def asgi_run_in_tasks(app, base: dict, seconds: float) -> tuple[int, float, float]:
+    """asgi_run with each call in a task of its own: the floor plus what a task per request costs."""
+    loop = asyncio.get_running_loop()
+    sent: list = []
+
+    async def receive():
+        return REQUEST
+
+    async def send(message):
+        sent.append(message)
+
+    async def one():
+        await app(dict(base), receive, send)
+
+    n, start, cpu_start = 0, time.perf_counter(), time.thread_time()
+    while True:
+        for _ in range(BATCH // TASK_GROUP):
+            tasks = [loop.create_task(one()) for _ in range(TASK_GROUP)]
+            await tasks[-1]  # the loop runs them in order: when the last is done, so are the others
+            sent.clear()
+        n += BATCH // TASK_GROUP * TASK_GROUP
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n, elapsed, time.thread_time() - cpu_start
+
+
 # ---------------------------------------------------------------- WSGI
 
 def wsgi_environ() -> dict:
@@ -198,8 +232,10 @@ def main(argv=None) -> int:
             base["state"] = state
             await asgi_check(fastapi_app.app, base)
             await asgi_run(fastapi_app.app, base, args.warmup)
+            await asgi_run_in_tasks(fastapi_app.app, base, args.warmup)
             for _ in range(args.runs):  # yields between runs so that the WSGI runs interleave
-                yield await asgi_run(fastapi_app.app, base, args.duration)
+                yield await asgi_run(fastapi_app.app, base, args.duration), \
+                    await asgi_run_in_tasks(fastapi_app.app, base, args.duration)
             await shutdown()
 
         runners["fastapi"] = ("asgi", fastapi_bench)
@@ -223,6 +259,8 @@ def main(argv=None) -> int:
     # CPU time of the calling thread per call: on a machine shared with other work this moves much less
     # than the wall-clock rate, and it is what bench/run compares the server's Python thread with.
     cpu_us: dict[str, list[float]] = {name: [] for name in runners}
+    # ASGI only: the same calls, each in a task of its own (asgi_run_in_tasks).
+    task_cpu_us: dict[str, list[float]] = {name: [] for name, (kind, _) in runners.items() if kind == "asgi"}
 
     async def drive():
         gens = {}
@@ -230,12 +268,17 @@ def main(argv=None) -> int:
             gens[name] = (kind, fn())
         for run in range(args.runs):
             for name, (kind, gen) in gens.items():
-                n, elapsed, cpu = (await gen.__anext__()) if kind == "asgi" else next(gen)
+                if kind == "asgi":
+                    (n, elapsed, cpu), (task_n, _, task_cpu) = await gen.__anext__()
+                    task_cpu_us[name].append(task_cpu / task_n * 1e6)
+                else:
+                    n, elapsed, cpu = next(gen)
                 per_app[name].append(n / elapsed)
                 cpu_us[name].append(cpu / n * 1e6)
                 c.log(f"run {run + 1}/{args.runs}  {name:<8} {n / elapsed:>10,.0f} req/s  "
                       f"({n} calls in {elapsed:.2f} s, {elapsed / n * 1e6:.1f} us per call, "
-                      f"{cpu / n * 1e6:.1f} us of CPU)")
+                      f"{cpu / n * 1e6:.1f} us of CPU"
+                      + (f"; {task_cpu_us[name][-1]:.1f} us in a task per call)" if kind == "asgi" else ")"))
         for name, (kind, gen) in gens.items():  # let the generators finish (lifespan shutdown)
             try:
                 if kind == "asgi":
@@ -251,16 +294,24 @@ def main(argv=None) -> int:
     summary = {name: {"rps_median": c.median(v), "rps_min": min(v), "rps_max": max(v),
                       "us_per_request": 1e6 / c.median(v), "cpu_us_per_request": c.median(cpu_us[name]),
                       "cpu_us_runs": cpu_us[name], "runs": v} for name, v in per_app.items()}
+    for name, v in task_cpu_us.items():
+        summary[name]["task_cpu_us_per_request"] = c.median(v)
+        summary[name]["task_cpu_us_runs"] = v
     labels = {"fastapi": "FastAPI (ASGI, uvloop)", "flask": "Flask (WSGI)"}
     md = [f"### Application floor: the apps called directly, no server ({time.strftime('%Y-%m-%d %H:%M:%S %z')})", "",
           f"CPython {platform.python_version()}, FastAPI {versions.get('fastapi')}, Flask {versions.get('flask')}, "
           f"uvloop {versions.get('uvloop')}; {c.cpu_model()}, {os.cpu_count()} CPUs. GET {PATH}, "
           f"median of {args.runs} runs of {args.duration:g} s.", "",
-          "| App | Req/s (median) | Min | Max | µs per request | CPU µs per request |",
-          "| --- | ---: | ---: | ---: | ---: | ---: |"]
+          "| App | Req/s (median) | Min | Max | µs per request | CPU µs per request | CPU µs in a task per request |",
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, s in summary.items():
+        in_task = s.get("task_cpu_us_per_request")
         md.append(f"| {labels[name]} | {s['rps_median']:,.0f} | {s['rps_min']:,.0f} | {s['rps_max']:,.0f} | "
-                  f"{s['us_per_request']:.1f} | {s['cpu_us_per_request']:.1f} |")
+                  f"{s['us_per_request']:.1f} | {s['cpu_us_per_request']:.1f} | "
+                  f"{'n/a' if in_task is None else f'{in_task:.1f}'} |")
+    if task_cpu_us:
+        md += ["", "The last column is the same calls with each in an asyncio task of its own, "
+                   f"{TASK_GROUP} created at a time: what a server that runs requests concurrently adds at least."]
     md_text = "\n".join(md) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = c.timestamp()
