@@ -95,34 +95,14 @@ async def asgi_check(app, base: dict) -> None:
         raise RuntimeError(f"ASGI app answered {status} {body!r}, not 200 {EXPECTED_BODY!r}: {sent}")
 
 
-async def asgi_run(app, base: dict, seconds: float) -> tuple[int, float, float]:
-    sent: list = []
-
-    async def receive():
-        return REQUEST
-
-    async def send(message):
-        sent.append(message)
-
-    n, start, cpu_start = 0, time.perf_counter(), time.thread_time()
-    while True:
-        for _ in range(BATCH):
-            await app(dict(base), receive, send)
-            sent.clear()
-        n += BATCH
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return n, elapsed, time.thread_time() - cpu_start
-
-
 # A server running requests concurrently gives each its own task, created when the request arrives and run
-# by the loop's next turn; awaiting the app in the caller's task, as asgi_run does, leaves that cost out.
+# by the loop's next turn; awaiting the app in the caller's task leaves that cost out. With in_tasks,
 # TASK_GROUP tasks are created at a time, as one wake-up of a server's loop would start them.
 TASK_GROUP = 16
 
 
-async def asgi_run_in_tasks(app, base: dict, seconds: float) -> tuple[int, float, float]:
-    """asgi_run with each call in a task of its own: the floor plus what a task per request costs."""
+async def asgi_run(app, base: dict, seconds: float, in_tasks: bool = False) -> tuple[int, float, float]:
+    """Calls for `seconds`: awaited one after another (the floor), or each in a task of its own (in_tasks)."""
     loop = asyncio.get_running_loop()
     sent: list = []
 
@@ -135,13 +115,19 @@ async def asgi_run_in_tasks(app, base: dict, seconds: float) -> tuple[int, float
     async def one():
         await app(dict(base), receive, send)
 
+    calls = BATCH // TASK_GROUP * TASK_GROUP if in_tasks else BATCH
     n, start, cpu_start = 0, time.perf_counter(), time.thread_time()
     while True:
-        for _ in range(BATCH // TASK_GROUP):
-            tasks = [loop.create_task(one()) for _ in range(TASK_GROUP)]
-            await tasks[-1]  # the loop runs them in order: when the last is done, so are the others
-            sent.clear()
-        n += BATCH // TASK_GROUP * TASK_GROUP
+        if in_tasks:
+            for _ in range(BATCH // TASK_GROUP):
+                tasks = [loop.create_task(one()) for _ in range(TASK_GROUP)]
+                await tasks[-1]  # the loop runs them in order: when the last is done, so are the others
+                sent.clear()
+        else:
+            for _ in range(BATCH):
+                await app(dict(base), receive, send)
+                sent.clear()
+        n += calls
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
             return n, elapsed, time.thread_time() - cpu_start
@@ -232,10 +218,10 @@ def main(argv=None) -> int:
             base["state"] = state
             await asgi_check(fastapi_app.app, base)
             await asgi_run(fastapi_app.app, base, args.warmup)
-            await asgi_run_in_tasks(fastapi_app.app, base, args.warmup)
+            await asgi_run(fastapi_app.app, base, args.warmup, in_tasks=True)
             for _ in range(args.runs):  # yields between runs so that the WSGI runs interleave
                 yield await asgi_run(fastapi_app.app, base, args.duration), \
-                    await asgi_run_in_tasks(fastapi_app.app, base, args.duration)
+                    await asgi_run(fastapi_app.app, base, args.duration, in_tasks=True)
             await shutdown()
 
         runners["fastapi"] = ("asgi", fastapi_bench)
@@ -259,7 +245,7 @@ def main(argv=None) -> int:
     # CPU time of the calling thread per call: on a machine shared with other work this moves much less
     # than the wall-clock rate, and it is what bench/run compares the server's Python thread with.
     cpu_us: dict[str, list[float]] = {name: [] for name in runners}
-    # ASGI only: the same calls, each in a task of its own (asgi_run_in_tasks).
+    # ASGI only: the same calls, each in a task of its own (asgi_run's in_tasks).
     task_cpu_us: dict[str, list[float]] = {name: [] for name, (kind, _) in runners.items() if kind == "asgi"}
 
     async def drive():
