@@ -28,6 +28,9 @@ Routes (the ``root_path``, if any, is stripped before routing):
   /big?id=X&chunks=N&size=S  N chunks of S bytes with a Content-Length; records
                           in /result?id=X how many send() calls have returned
   /empty-chunks           body messages a, "", b, "" (all more_body) and then c
+  /sized?size=S&parts=N&kind=K&length=L  S bytes of a known pattern (sized_body) in N
+                          body messages, each a bytes or a bytearray (K);
+                          with a Content-Length when L is 1, else chunked
   /no-response            returns without sending anything
   /seen                   JSON list of every request target this process served
   /loop                   the class of the running event loop
@@ -71,6 +74,11 @@ def _jsonable(value):
 
 def _query(scope):
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+
+
+def sized_body(size):
+    """The body of /sized: a pattern that a shifted or truncated copy cannot match."""
+    return bytes((i * 7 + i // 251) % 256 for i in range(size))
 
 
 async def _respond(send, status, body, content_type=b"text/plain; charset=utf-8", headers=()):
@@ -335,6 +343,19 @@ async def http(scope, receive, send):
                     "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(n * len(LENT)).encode())]})
         for i in range(n):
             await send({"type": "http.response.body", "body": LENT, "more_body": i < n - 1})
+
+    elif path == "/sized":
+        size, parts = int(query.get("size", "0")), int(query.get("parts", "1"))
+        kind = {"bytes": bytes, "bytearray": bytearray}[query.get("kind", "bytes")]
+        body = sized_body(size)
+        headers = [(b"content-type", b"application/octet-stream")]
+        if query.get("length", "1") == "1":
+            headers.append((b"content-length", str(size).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        step = -(-size // parts) if size else 0
+        for i in range(parts):
+            piece = body[i * step:(i + 1) * step]
+            await send({"type": "http.response.body", "body": kind(piece), "more_body": i < parts - 1})
 
     elif path == "/lent-refcount":
         await _respond(send, 200, str(sys.getrefcount(LENT)))

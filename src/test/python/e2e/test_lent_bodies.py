@@ -1,14 +1,24 @@
-"""Large response bodies are lent to the server rather than copied (issue 14): a bytes object of 1 MiB
-sent by ASGI send(), a WSGI list, write() or generator arrives intact, also when many are in flight at
-once, and the server gives every reference back once the responses are written (the application's
-sys.getrefcount of the object returns to what it was)."""
+"""How response bodies leave the application (issue 14). Large bytes objects are lent to the server
+rather than copied: a bytes object of 1 MiB sent by ASGI send(), a WSGI list, write() or generator
+arrives intact, also when many are in flight at once, and the server gives every reference back once
+the responses are written (the application's sys.getrefcount of the object returns to what it was).
+Smaller bodies are copied, into the Java heap up to 2 KiB and into pooled buffers above, and on
+HTTP/1.1 a small one goes into the buffer of the response head: bodies of every size around those
+limits arrive whole, as bytes or bytearray, in one piece or several, with a Content-Length or
+chunked."""
 
 import concurrent.futures
 
 import httpx
 import pytest
 
+import os
+import sys
+
 from conftest import poll
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "apps"))
+from raw_asgi import sized_body  # noqa: E402
 
 LENT = bytes(range(256)) * 4096
 
@@ -73,3 +83,22 @@ def test_a_client_that_leaves_mid_body_returns_the_references(asgi):
         assert s.recv(65536).startswith(b"HTTP/1.1 200")
         s.close()
     assert_references_returned(asgi, before)
+
+
+# Around the limits of the server's copies: 2 KiB (heap copy, body into the head's buffer) and 16 KiB
+# (the smallest body lent rather than copied).
+SIZES = [0, 1, 2047, 2048, 2049, 4096, 16383, 16384, 16385, 70000]
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray"])
+def test_asgi_bodies_of_every_size_arrive_whole(asgi, kind):
+    with httpx.Client(base_url="http://127.0.0.1:%d" % asgi.port, timeout=30) as client:
+        for size in SIZES:
+            for parts in (1, 3):
+                for length in ("1", "0"):
+                    r = client.get("/sized", params={"size": size, "parts": parts, "kind": kind, "length": length})
+                    what = (size, parts, kind, length)
+                    assert r.status_code == 200, what
+                    if length == "1":
+                        assert r.headers["content-length"] == str(size), what
+                    assert r.content == sized_body(size), what

@@ -27,6 +27,8 @@ import java.util.List;
 final class Http1Exchange extends LoopExchange {
     /** A file region up to this size goes out in the same write as the head, read rather than sendfile'd. */
     static final int INLINE_FILE_BYTES = 16 * 1024;
+    /** A body part up to this size is copied into the head's buffer rather than written beside it. */
+    private static final int INLINE_BODY_BYTES = 2 * 1024;
     /** Unread body smaller than this that is already buffered is skipped to keep the connection. */
     private static final int SKIPPABLE_BODY = 64 * 1024;
 
@@ -199,6 +201,13 @@ final class Http1Exchange extends LoopExchange {
         }
         ByteBuf framed = body == null ? null : framing.frame(alloc, body, this);
         if (framed != null) bytesSent += framed.readableBytes();
+        if (out != null && framed != null && framed.readableBytes() <= INLINE_BODY_BYTES) {
+            // Into the head's own buffer: one buffer and one write. A composite of the direct head and a
+            // small body from the heap (NativeBuffers) would make Netty copy both into a new buffer anyway.
+            out.writeBytes(framed);
+            framed.release();
+            framed = null;
+        }
         if (last) {
             ByteBuf trailer = framing.end(alloc, this);
             if (framing.incomplete(this)) keepAlive = false; // fewer bytes than the declared Content-Length

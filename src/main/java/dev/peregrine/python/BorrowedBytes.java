@@ -38,7 +38,7 @@ public final class BorrowedBytes {
 
     /**
      * A buffer holding {@code data}, the contents of the Python object {@code owner}: borrowed when the
-     * object is a large {@code bytes}, else a pooled copy. With the GIL held.
+     * object is a large {@code bytes}, else a copy ({@link NativeBuffers#fromNative}). With the GIL held.
      */
     public ByteBuf of(MemorySegment owner, MemorySegment data) {
         if (data.byteSize() < MIN_BORROWED || !Py.isInstance(owner, Py.BytesType)) {
