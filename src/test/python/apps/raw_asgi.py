@@ -352,7 +352,7 @@ async def http(scope, receive, send):
         if query.get("length", "1") == "1":
             headers.append((b"content-length", str(size).encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        step = -(-size // parts) if size else 0
+        step = -(-size // parts)  # ceiling: the last part may be shorter
         for i in range(parts):
             piece = body[i * step:(i + 1) * step]
             await send({"type": "http.response.body", "body": kind(piece), "more_body": i < parts - 1})

@@ -8,16 +8,14 @@ limits arrive whole, as bytes or bytearray, in one piece or several, with a Cont
 chunked."""
 
 import concurrent.futures
+import sys
 
 import httpx
 import pytest
 
-import os
-import sys
+from conftest import APPS_DIR, poll
 
-from conftest import poll
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "apps"))
+sys.path.insert(0, str(APPS_DIR))
 from raw_asgi import sized_body  # noqa: E402
 
 LENT = bytes(range(256)) * 4096
