@@ -763,6 +763,33 @@ def poll(fn, timeout=10.0, interval=0.05):
         time.sleep(interval)
 
 
+def java_pid(server):
+    """The JVM of the server: bin/peregrine's process or a descendant of it in its session."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != server.proc.pid:
+                continue
+            if (entry / "comm").read_text().strip() == "java":
+                return int(entry.name)
+        except (OSError, ProcessLookupError):
+            continue
+    raise AssertionError("no java process in the server's session")
+
+
+def strace_attached(pid, expression, out_path):
+    """strace on every thread of pid with the filter `expression` (as for -e), writing to out_path;
+    returns the strace process once it is attached."""
+    proc = subprocess.Popen(["strace", "-f", "-qq", "-e", expression, "-o", str(out_path), "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # strace prints nothing on attach with -qq: wait until the tracer shows in the tracee's status
+    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                                for line in Path("/proc/%d/status" % pid).read_text().splitlines()), timeout=20)
+    assert attached, "strace did not attach"
+    return proc
+
+
 def settled(read, what, readings=4, interval=1.0, timeout=60.0):
     """Reads read() until it gives the same value `readings` times in a row and returns that value:
     for a quantity that must stop growing, such as what the server sent to a client that reads

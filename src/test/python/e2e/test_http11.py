@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HELLO, RawConn, assert_clean_exit, poll
+from conftest import HELLO, RawConn, assert_clean_exit, java_pid, poll, strace_attached
 
 KINDS = ["asgi", "wsgi"]
 STREAM3 = b"chunk 0\nchunk 1\nchunk 2\n"
@@ -46,15 +46,12 @@ def test_keep_alive_two_requests_on_one_connection(raw_servers, kind):
         assert second.body == b"status 201"
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "asgi",
-        # gunicorn's gthread worker goes back to its poller after a response
-        # and never looks at pipelined bytes it has already read: it hangs.
-        pytest.param("wsgi", marks=pytest.mark.peregrine_only),
-    ],
-)
+# gunicorn's gthread worker (the WSGI reference) goes back to its poller after a response
+# and never looks at pipelined bytes it has already read: it hangs.
+PIPELINING_KINDS = ["asgi", pytest.param("wsgi", marks=pytest.mark.peregrine_only)]
+
+
+@pytest.mark.parametrize("kind", PIPELINING_KINDS)
 def test_pipelining_three_requests_in_one_write(raw_servers, kind):
     server = raw_servers(kind)
     with server.raw() as c:
@@ -66,6 +63,42 @@ def test_pipelining_three_requests_in_one_write(raw_servers, kind):
         responses = [c.read_response() for _ in range(3)]
     assert [r.status for r in responses] == [201, 200, 203]
     assert [r.body for r in responses] == [b"status 201", b"the middle one", b"status 203"]
+
+
+@pytest.mark.parametrize("kind", PIPELINING_KINDS)
+def test_requests_sent_while_the_application_runs_are_answered_in_order(raw_servers, kind):
+    # The server keeps reading while a request without a body is in the application: what arrives
+    # meanwhile is the next requests, held until the response before them is complete.
+    server = raw_servers(kind)
+    with server.raw() as c:
+        c.send_request("GET", "/sleep?s=0.3")
+        c.send_request("GET", "/status/201")
+        c.send_request("POST", "/echo", body=b"sent during the sleep")
+        responses = [c.read_response() for _ in range(3)]
+        assert [r.status for r in responses] == [200, 201, 200]
+        assert [r.body for r in responses] == [b"slept", b"status 201", b"sent during the sleep"]
+        assert c.request("GET", "/status/202").status == 202
+
+
+@pytest.mark.peregrine_only
+@pytest.mark.parametrize("kind", KINDS)
+def test_keep_alive_requests_leave_the_connection_in_the_epoll_set(raw_servers, kind, tmp_path):
+    # A request with no body needs no change to what the I/O thread waits for on its socket; taking it
+    # out of the epoll set and back costs two system calls a request (issue 14).
+    server = raw_servers(kind)
+    with server.raw() as c:
+        assert c.request("GET", "/").status == 200
+        trace = tmp_path / "trace"
+        tracer = strace_attached(java_pid(server), "trace=epoll_ctl", trace)
+        try:
+            for _ in range(20):
+                response = c.request("GET", "/")
+                assert (response.status, response.body) == (200, HELLO[kind])
+        finally:
+            tracer.terminate()
+            tracer.wait(10)
+    calls = [line for line in trace.read_text().splitlines() if "epoll_ctl(" in line]
+    assert len(calls) <= 2, calls
 
 
 @pytest.mark.parametrize("kind", KINDS)

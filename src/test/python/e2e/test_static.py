@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, poll
+from conftest import free_port, java_pid, poll, strace_attached
 from test_http3 import browser, fetch_h3, open_h3, start_h3  # noqa: F401 (browser is a module fixture)
 from test_tls import certs, wait_tls_ready  # noqa: F401 (certs is the module-scoped fixture making the test certificates)
 
@@ -405,30 +405,9 @@ def test_head_ignores_range(server):
 # 7. Sending: sendfile on plain HTTP/1.1, chunks over TLS and HTTP/2
 
 
-def java_pid(server):
-    """The JVM of the server: bin/peregrine's process or a descendant of it in its session."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(entry.name)) != server.proc.pid:
-                continue
-            if (entry / "comm").read_text().strip() == "java":
-                return int(entry.name)
-        except (OSError, ProcessLookupError):
-            continue
-    raise AssertionError("no java process in the server's session")
-
-
 def strace_sendfile(pid, out_path):
     """strace attached to every thread of pid, tracing sendfile; returns the process once attached."""
-    proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=sendfile", "-o", str(out_path), "-p", str(pid)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # strace prints nothing on attach with -qq: wait until the tracer shows in the tracee's status
-    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
-                                for line in Path("/proc/%d/status" % pid).read_text().splitlines()), timeout=20)
-    assert attached, "strace did not attach"
-    return proc
+    return strace_attached(pid, "trace=sendfile", out_path)
 
 
 def test_plain_http11_uses_sendfile(start_server, tree, tmp_path):
@@ -455,11 +434,7 @@ def test_stat_calls_stay_bounded_for_a_known_file(start_server, tmp_path):
     s = start_server(APP, "--static-dir", "/s=%s" % (tmp_path / "root"))
     assert s.get("/s/a/b/c/d/f.txt").content == HELLO  # resolved once
     trace = tmp_path / "trace"
-    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=%stat,%file", "-o", str(trace), "-p", str(java_pid(s))],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
-                                for line in Path("/proc/%d/status" % java_pid(s)).read_text().splitlines()), timeout=20)
-    assert attached
+    tracer = strace_attached(java_pid(s), "trace=%stat,%file", trace)
     try:
         with httpx.Client(base_url=s.url) as client:
             for _ in range(20):

@@ -81,6 +81,11 @@ final class Http1Exchange extends LoopExchange {
         if (connection.state == Http1Connection.State.BODY) pump();
     }
 
+    /** Whether the whole body has been read off the wire: what the client sends next is the next request. */
+    boolean bodyComplete() {
+        return bodyEnded;
+    }
+
     boolean waitingForClient() {
         return demanded && !bodyEnded;
     }
