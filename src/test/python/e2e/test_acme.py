@@ -751,20 +751,23 @@ def test_redirect_http_and_hsts_work_with_acme(start_server, acme_ca, tmp_path):
 
 def open_h3(spki, origins, url, server):
     """A Chromium that accepts only the certificate of spki, and a page it loaded from url over HTTP/3.
-    QUIC may answer a moment after TCP: the first loads are retried."""
+    QUIC may answer a moment after TCP: the first loads are retried, at least twice, since one load that
+    hangs (a page that never fires its load event, seen once with the machine loaded) spends the deadline alone."""
     browser = chromium.Chromium(force_quic=origins, spki_hashes=[spki],
                                 extra_args=["--host-resolver-rules=MAP %s 127.0.0.1" % NAME])
     browser.start()
     try:
         deadline = time.monotonic() + 15
+        attempts = 0
         while True:
             page = browser.new_page(isolated=True)
+            attempts += 1
             try:
                 page.navigate(url, timeout=20)
                 return browser, page
             except DevToolsError as e:
                 page.close()
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline and attempts >= 2:
                     raise AssertionError("no page from %s over HTTP/3: %s\nQUIC closes: %s\nserver:\n%s"
                                          % (url, e, browser.quic_closes(), server.output()[-3000:]))
                 time.sleep(0.3)
