@@ -48,7 +48,7 @@ public final class CommandLineSettings {
         return new ServerSettings(
                 listen,
                 app(c, tls),
-                new PythonSettings(c.venv, !on(c.noAutoVenv), List.copyOf(c.pythonPath)),
+                new PythonSettings(c.venv, !on(c.noAutoVenv), List.copyOf(c.pythonPath), !on(c.noGcFreeze)),
                 new LimitSettings(
                         range("--max-body", c.maxBody, 0, Long.MAX_VALUE),
                         range("--max-header-size", c.maxHeaderSize, 256, 16 * 1024 * 1024),

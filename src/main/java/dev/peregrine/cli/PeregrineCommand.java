@@ -56,6 +56,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--no-auto-venv", description = "Ignore VIRTUAL_ENV from the environment.") public Boolean noAutoVenv;
     @Option(names = "--python-path", split = ",", splitSynopsisLabel = ",", paramLabel = "DIR", description = "Directory to prepend to sys.path (repeatable).") public List<Path> pythonPath = new ArrayList<>();
     @Option(names = "--python-home", paramLabel = "DIR", description = "PYTHONHOME of the embedded interpreter.") public Path pythonHome;
+    @Option(names = "--no-gc-freeze", description = "Let Python's full garbage collections scan the objects made at start-up (default: frozen once the application has started).") public Boolean noGcFreeze;
     @Option(names = "--free-threaded", description = "Run the workers as threads of one process (free-threaded CPython).") public Boolean freeThreaded;
     @Option(names = "--lifespan-scope", paramLabel = "WHICH", description = "With --free-threaded: worker or process.") public String lifespanScope;
 

@@ -147,6 +147,7 @@ public final class WorkerAssembly {
             throw new StartFailure(3, e.getMessage(), "");
         }
         undo.push(() -> WorkerServer.stopApplication(application, settings));
+        if (settings.python().gcFreeze()) PythonInterpreter.freezeStartupObjects();
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
         HttpSettings http = httpSettings(settings);

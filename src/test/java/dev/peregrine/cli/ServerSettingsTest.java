@@ -57,6 +57,7 @@ class ServerSettingsTest {
                 () -> assertNull(s.python().venv()),
                 () -> assertTrue(s.python().autoVenv()),
                 () -> assertEquals(List.of(), s.python().pythonPath()),
+                () -> assertTrue(s.python().gcFreeze()),
                 () -> assertTrue(s.webSocket() != null),
                 () -> assertEquals(16 * 1024 * 1024, s.webSocket().maxMessage()),
                 () -> assertEquals(20_000, s.webSocket().pingIntervalMillis()),
@@ -100,7 +101,7 @@ class ServerSettingsTest {
     void optionsAreCarriedThrough() {
         ServerSettings s = Cli.settings("--host", "0.0.0.0", "--port", "0", "--unix", "/tmp/p.sock", "--backlog", "10",
                 "--max-connections", "7", "--protocol", "wsgi", "--factory", "--root-path", "/api", "--scheme", "https",
-                "--wsgi-threads", "8", "--no-lifespan", "--no-uvloop", "--venv", "/v", "--no-auto-venv",
+                "--wsgi-threads", "8", "--no-lifespan", "--no-uvloop", "--no-gc-freeze", "--venv", "/v", "--no-auto-venv",
                 "--python-path", "/a", "--python-path", "/b", "--max-body", "0", "--max-header-size", "256",
                 "--keep-alive", "0", "--request-timeout", "1", "--graceful-timeout", "2", "--no-websockets",
                 "--access-log", "--log-level", "debug", "project.wsgi:application");
@@ -121,6 +122,7 @@ class ServerSettingsTest {
                 () -> assertEquals(Path.of("/v"), s.python().venv()),
                 () -> assertFalse(s.python().autoVenv()),
                 () -> assertEquals(List.of(Path.of("/a"), Path.of("/b")), s.python().pythonPath()),
+                () -> assertFalse(s.python().gcFreeze()),
                 () -> assertEquals(0, s.limits().maxBody()),
                 () -> assertEquals(256, s.limits().maxHeaderSize()),
                 () -> assertEquals(0, s.limits().keepAliveMillis()),
@@ -244,7 +246,7 @@ class ServerSettingsTest {
     /** Options the server implements (or accepts as a no-op): every other option must be refused, never ignored. */
     private static final Set<String> BUILT = Set.of(
             "--host", "--port", "--unix", "--backlog", "--max-connections", "--protocol", "--factory", "--root-path",
-            "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--venv", "--no-auto-venv", "--python-path",
+            "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop", "--no-gc-freeze", "--venv", "--no-auto-venv", "--python-path",
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
