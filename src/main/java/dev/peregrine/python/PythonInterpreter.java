@@ -161,9 +161,9 @@ public final class PythonInterpreter {
      * has started, before it serves: its imports and lifespan startup made most of the objects it will
      * ever have, and they live as long as the process. Without this, each full collection walks them all,
      * tens of thousands of objects for FastAPI, 15 to 21 ms each on this project's machines; they come
-     * every few thousand requests once many requests are in flight (docs/BENCHMARKS.md, issue 14).
-     * Objects are still freed when their last reference goes; only a reference cycle among frozen objects
-     * stays in memory, as every object of the start stays anyway in a process that keeps running.
+     * every ten thousand requests or so once many requests are in flight (docs/BENCHMARKS.md, issue 14).
+     * Frozen objects are still freed when their last reference goes; a reference cycle among them that
+     * becomes garbage later is never collected.
      */
     public static void freezeStartupObjects() {
         int gil = acquire();
