@@ -168,13 +168,7 @@ public final class PythonInterpreter {
     public static void freezeStartupObjects() {
         int gil = acquire();
         try {
-            MemorySegment gc = Py.importModule("gc");
-            for (String step : new String[] {"collect", "freeze"}) {
-                MemorySegment function = Py.getAttr(gc, step);
-                Py.callVoid(function);
-                Py.decRef(function);
-            }
-            Py.decRef(gc);
+            runStatement("import gc\ngc.collect()\ngc.freeze()\n");
         } finally {
             release(gil);
         }
