@@ -11,12 +11,16 @@ call, with a fresh wsgi.input BytesIO), consumes the iterable and calls close().
 Runs alternate between the apps; each figure is the median over the runs. A server cannot go faster than
 this on one worker (one Python thread): req/s of a server divided by this floor is the share of the time
 the Python application gets.
+
+With --serve it measures on demand instead: bench/run keeps one such process and asks it for a short
+measurement right before each load of Peregrine (see PairedFloor in run.py).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import io
+import json
 import os
 import platform
 import sys
@@ -185,6 +189,29 @@ def wsgi_run(app, base: dict, seconds: float) -> tuple[int, float, float]:
             return n, elapsed, time.thread_time() - cpu_start
 
 
+# ---------------------------------------------------------------- preparing the apps
+
+async def asgi_prepare(app, warmup: float):
+    """Lifespan startup, one checked call, then warm-up awaited and in tasks: (shutdown, scope template)."""
+    shutdown, state = await asgi_lifespan_startup(app)
+    base = asgi_scope()
+    base["state"] = state
+    await asgi_check(app, base)
+    await asgi_run(app, base, warmup)
+    await asgi_run(app, base, warmup, in_tasks=True)
+    return shutdown, base
+
+
+def wsgi_prepare(app, warmup: float) -> dict:
+    """One checked call, then warm-up: the environ template."""
+    base = wsgi_environ()
+    status, body = wsgi_call(app, base)
+    if not status.startswith("200") or body != EXPECTED_BODY:
+        raise RuntimeError(f"WSGI app answered {status} {body!r}")
+    wsgi_run(app, base, warmup)
+    return base
+
+
 # ---------------------------------------------------------------- main
 
 def parse_args(argv):
@@ -199,12 +226,64 @@ def parse_args(argv):
     p.add_argument("--warmup", type=float, default=1, help="seconds of discarded calls per app first")
     p.add_argument("--apps", default="fastapi,flask", help="comma-separated: fastapi, flask")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
+    p.add_argument("--serve", action="store_true",
+                   help="for bench/run: load the apps and warm them up once, then for each line '<app> <seconds>' "
+                        "read from standard input measure that app once and print the figures as one JSON line; "
+                        "nothing is written to --out")
     return p.parse_args(argv)
+
+
+def serve(apps: list[str], warmup: float) -> int:
+    """Measurements on demand, so that bench/run can take one right before each load of the server.
+
+    The process imports and warms up the apps once, then sleeps in a blocking read of standard input between
+    requests: it takes no CPU while the servers are loaded.
+    """
+    import uvloop
+
+    sys.path.insert(0, str(c.APPS_DIR))
+
+    async def loop_body():
+        asgi = wsgi = None
+        shutdown = None
+        if "fastapi" in apps:
+            import fastapi_app
+            shutdown, base = await asgi_prepare(fastapi_app.app, warmup)
+            asgi = (fastapi_app.app, base)
+        if "flask" in apps:
+            import flask_app
+            wsgi = (flask_app.app, wsgi_prepare(flask_app.app, warmup))
+        print(json.dumps({"ready": apps}), flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "quit":
+                break
+            name, seconds = words[0], float(words[1])
+            if name == "fastapi" and asgi:
+                n, elapsed, cpu = await asgi_run(*asgi, seconds)
+                task_n, _, task_cpu = await asgi_run(*asgi, seconds, in_tasks=True)
+                out = {"app": name, "rps": n / elapsed, "cpu_us_per_request": cpu / n * 1e6,
+                       "task_cpu_us_per_request": task_cpu / task_n * 1e6}
+            elif name == "flask" and wsgi:
+                n, elapsed, cpu = wsgi_run(*wsgi, seconds)
+                out = {"app": name, "rps": n / elapsed, "cpu_us_per_request": cpu / n * 1e6}
+            else:
+                out = {"app": name, "error": f"not loaded: {name}"}
+            print(json.dumps(out), flush=True)
+        if shutdown:
+            await shutdown()
+
+    uvloop.run(loop_body())
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     apps = [a.strip() for a in args.apps.split(",") if a.strip()]
+    if args.serve:
+        return serve(apps, args.warmup)
     sys.path.insert(0, str(c.APPS_DIR))
     import uvloop
 
@@ -213,12 +292,7 @@ def main(argv=None) -> int:
         import fastapi_app
 
         async def fastapi_bench():
-            shutdown, state = await asgi_lifespan_startup(fastapi_app.app)
-            base = asgi_scope()
-            base["state"] = state
-            await asgi_check(fastapi_app.app, base)
-            await asgi_run(fastapi_app.app, base, args.warmup)
-            await asgi_run(fastapi_app.app, base, args.warmup, in_tasks=True)
+            shutdown, base = await asgi_prepare(fastapi_app.app, args.warmup)
             for _ in range(args.runs):  # yields between runs so that the WSGI runs interleave
                 yield await asgi_run(fastapi_app.app, base, args.duration), \
                     await asgi_run(fastapi_app.app, base, args.duration, in_tasks=True)
@@ -229,11 +303,7 @@ def main(argv=None) -> int:
         import flask_app
 
         def flask_bench():
-            base = wsgi_environ()
-            status, body = wsgi_call(flask_app.app, base)
-            if not status.startswith("200") or body != EXPECTED_BODY:
-                raise RuntimeError(f"WSGI app answered {status} {body!r}")
-            wsgi_run(flask_app.app, base, args.warmup)
+            base = wsgi_prepare(flask_app.app, args.warmup)
             for _ in range(args.runs):
                 yield wsgi_run(flask_app.app, base, args.duration)
 
