@@ -16,6 +16,8 @@ Routes (the ``root_path``, if any, is stripped before routing):
   /stream?n=K             K chunks "chunk i\\n" sent with more_body=True
   /stream-wait?marker=F   "first\\n", then waits (up to 10 s) for file F to
                           exist, then "second: seen-marker\\n"
+  /answer-then-block?marker=F  a complete response "answered\\n", then blocks the event
+                          loop (no await) until file F exists, up to 10 s
   /headers-shapes         response headers as tuples/lists, bytes/bytearray/str
   /error                  raises before anything is sent
   /error-after-start      raises after http.response.start (and one body part)
@@ -237,6 +239,17 @@ async def http(scope, receive, send):
                 break
             await asyncio.sleep(0.02)
         await send({"type": "http.response.body", "body": b"second: " + outcome + b"\n", "more_body": False})
+
+    elif path == "/answer-then-block":
+        # Work the application does after its response, without yielding to the loop (a background task
+        # of CPU work, say): the response should not wait for it.
+        marker = query["marker"]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"9")]})
+        await send({"type": "http.response.body", "body": b"answered\n"})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not os.path.exists(marker):
+            time.sleep(0.02)
 
     elif path == "/headers-shapes":
         body = b"shapes"

@@ -141,6 +141,20 @@ def test_streaming_response_is_not_buffered(asgi, tmp_path):
         read_until_contains(c, b"second: seen-marker\n", timeout=12)
 
 
+def test_response_leaves_before_the_application_yields(asgi, tmp_path):
+    # The application answers, then keeps the event loop busy without yielding until the test has read
+    # the whole response. A response held for the loop's next turn left only when the I/O thread woke for
+    # something else, 5 s later (the connection's timers), or after the application's 10 s.
+    marker = tmp_path / ("go-" + uuid.uuid4().hex)
+    try:
+        with asgi.raw(timeout=15) as c:
+            r = c.request("GET", "/answer-then-block?marker=%s" % marker, timeout=3)
+            assert (r.status, r.body) == (200, b"answered\n")
+    finally:
+        marker.write_text("go")
+    assert asgi.get("/").text == "hello, asgi"
+
+
 def test_response_backpressure(asgi):
     # 64 MiB in 1024 sends to a client that reads nothing: once the socket
     # buffers are full, send() must stop returning

@@ -262,6 +262,17 @@ public final class AsgiApplication implements ServedApplication {
         return batch;
     }
 
+    /**
+     * The batch for the last part of a response, or null to hand it over at once. When the request ending
+     * is the only call running and no other response waits in the batch, this response would be the flush's
+     * only one: handing it over now costs the same one wake-up of the I/O thread, and lets it write while the
+     * application still unwinds (middleware, the end of its task) instead of a turn of the loop later. With
+     * other responses in the batch it joins them, so that a busy turn still wakes the I/O thread once.
+     */
+    WakeupBatch batchForLastPart() {
+        return requests.size() == 1 && batch.isEmpty() ? null : batch;
+    }
+
     /** Lends large response bodies to the I/O threads instead of copying them (see {@link BorrowedBytes}). */
     BorrowedBytes borrowed() {
         return borrowed;

@@ -30,6 +30,11 @@ final class RequestTable {
         return generation << INDEX_BITS | index;
     }
 
+    /** How many requests and connections are running. */
+    int size() {
+        return used - freeCount;
+    }
+
     AsgiCall get(long id) {
         int index = (int) (id & INDEX_MASK);
         if (index >= used || generations[index] != id >>> INDEX_BITS) return null;

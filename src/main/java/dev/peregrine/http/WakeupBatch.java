@@ -68,6 +68,11 @@ public final class WakeupBatch {
         if (++pending >= FLUSH_AFTER || pendingBytes >= FLUSH_AFTER_BYTES) flush();
     }
 
+    /** Whether nothing waits for a flush. Owner's thread. */
+    public boolean isEmpty() {
+        return executors.isEmpty();
+    }
+
     private void remember(EventExecutor executor) {
         EventExecutor[] now = wakeable;
         for (EventExecutor e : now) if (e == executor) return;

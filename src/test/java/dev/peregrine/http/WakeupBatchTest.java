@@ -10,6 +10,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -46,10 +47,13 @@ class WakeupBatchTest {
         idle();
         AtomicInteger asked = new AtomicInteger();
         WakeupBatch batch = new WakeupBatch(asked::incrementAndGet);
+        assertTrue(batch.isEmpty());
         batch.submit(loop, () -> {}, 0);
+        assertFalse(batch.isEmpty());
         batch.submit(loop, () -> {}, 0);
         assertEquals(1, asked.get());
         batch.flush();
+        assertTrue(batch.isEmpty());
         batch.submit(loop, () -> {}, 0);
         assertEquals(2, asked.get());
     }
