@@ -263,14 +263,14 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     /**
-     * The batch for the last part of a response, or null to hand it over at once. When the request ending
-     * is the only call running and no other response waits in the batch, this response would be the flush's
-     * only one: handing it over now costs the same one wake-up of the I/O thread, and lets it write while the
-     * application still unwinds (middleware, the end of its task) instead of a turn of the loop later. With
-     * other responses in the batch it joins them, so that a busy turn still wakes the I/O thread once.
+     * The batch for a part of a response, or null to hand it over at once. When the part ends the response,
+     * its request is the only call running and no other response waits in the batch, the flush would wake
+     * the I/O thread for this response alone: handing it over now costs the same one wake-up, and lets the
+     * I/O thread write while the application still unwinds (middleware, the end of its task) instead of a
+     * turn of the loop later. Otherwise it joins the batch, so that a busy turn still wakes the I/O thread once.
      */
-    WakeupBatch batchForLastPart() {
-        return requests.size() == 1 && batch.isEmpty() ? null : batch;
+    WakeupBatch batchFor(boolean lastPart) {
+        return lastPart && requests.size() == 1 && batch.isEmpty() ? null : batch;
     }
 
     /** Lends large response bodies to the I/O threads instead of copying them (see {@link BorrowedBytes}). */

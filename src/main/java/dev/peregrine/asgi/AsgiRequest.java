@@ -144,7 +144,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
             ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : owner.borrowed().of(bodyObject, bytes);
             ResponseHead head = pendingHead;
             pendingHead = null;
-            exchange.send(head, data, !more, more ? owner.batch() : owner.batchForLastPart());
+            exchange.send(head, data, !more, owner.batchFor(!more));
             if (!more) {
                 complete = true;
                 wakeReceiver();
