@@ -259,10 +259,9 @@ def tree_cpu_seconds(root: int) -> float:
     return ticks / CLK_TCK
 
 
-def python_thread_seconds(root: int) -> float | None:
-    """utime+stime of the threads of the tree that run the application in Peregrine: the ASGI thread
-    ("python") and the WSGI threads ("wsgi-N"); None for a server without such threads."""
-    ticks, found = 0, False
+def _python_threads(root: int):
+    """/proc/PID/task/TID of the threads of the tree that run the application in Peregrine: the ASGI thread
+    ("python") and the WSGI threads ("wsgi-N")."""
     for pid in tree_pids(root):
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -270,15 +269,41 @@ def python_thread_seconds(root: int) -> float | None:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    data = f.read()
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
             except OSError:
                 continue
-            name = data[data.index("(") + 1:data.rindex(")")]
             if name == "python" or name.startswith("wsgi-"):
-                found = True
-                ticks += sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13])
+                yield f"/proc/{pid}/task/{tid}"
+
+
+def python_thread_seconds(root: int) -> float | None:
+    """utime+stime of the threads that run the application in Peregrine; None for a server without such threads."""
+    ticks, found = 0, False
+    for task in _python_threads(root):
+        try:
+            with open(f"{task}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        found = True
+        ticks += sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13])
     return ticks / CLK_TCK if found else None
+
+
+def python_thread_wait_seconds(root: int) -> float | None:
+    """How long the threads that run the application in Peregrine have been ready to run but waited for a core
+    (the second field of /proc/PID/task/TID/schedstat): on a 2-core machine shared with the load generator,
+    what separates "busy" from "had work"; None without such threads or without schedstat."""
+    total, found = 0, False
+    for task in _python_threads(root):
+        try:
+            with open(f"{task}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        found = True
+    return total / 1e9 if found else None
 
 
 class RssSampler:
@@ -429,11 +454,11 @@ def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float
     """One wrk load with the CPU time and peak RSS of the process tree under `root` while it ran, and the
     cores wrk itself kept busy (on a small machine the load generator competes with the server)."""
     cpu_before, client_before, wall_before = tree_cpu_seconds(root), reaped_children_cpu_seconds(), time.monotonic()
-    py_before = python_thread_seconds(root)
+    py_before, py_wait_before = python_thread_seconds(root), python_thread_wait_seconds(root)
     with RssSampler(root) as sampler:
         r = wrk_summary(url, conns, duration, timeout, headers)
     cpu_used = tree_cpu_seconds(root) - cpu_before
-    py_after = python_thread_seconds(root)
+    py_after, py_wait_after = python_thread_seconds(root), python_thread_wait_seconds(root)
     wall = time.monotonic() - wall_before
     client_cores = (reaped_children_cpu_seconds() - client_before) / wall
     seconds = r["duration_us"] / 1e6
@@ -457,6 +482,9 @@ def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float
         "py_busy": (py_after - py_before) / wall if py_before is not None and py_after is not None else None,
         "py_cpu_us_per_req": ((py_after - py_before) / r["requests"] * 1e6
                               if py_before is not None and py_after is not None and r["requests"] else None),
+        # Its share of the wall time ready to run but without a core (the machine's other threads, wrk included, had them).
+        "py_waiting_for_core": ((py_wait_after - py_wait_before) / wall
+                                if py_wait_before is not None and py_wait_after is not None else None),
     }
 
 

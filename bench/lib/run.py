@@ -231,7 +231,10 @@ def run_loads(servers: list[Server], args, paired_floor: PairedFloor | None = No
                         c.log(f"round {rnd}/{args.rounds}  c={conns:<4} {s.key:<20} {m['rps']:>9.0f} req/s  "
                               f"p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  errors {m['error_total']:<5} "
                               f"peak RSS {m['peak_rss_mib']:6.1f} MiB  CPU {fmt(m['cpu_s_per_1k'], 3)} s/1k"
-                              + (f"  python thread {m['py_busy'] * 100:.0f} % busy, {m['py_cpu_us_per_req']:.1f} us/req"
+                              + (f"  python thread {m['py_busy'] * 100:.0f} % busy"
+                                 + (f" ({m['py_waiting_for_core'] * 100:.1f} % waiting for a core)"
+                                    if m.get("py_waiting_for_core") is not None else "")
+                                 + f", {m['py_cpu_us_per_req']:.1f} us/req"
                                  if m.get("py_busy") is not None else "")
                               + (f", floor right before {m['floor_cpu_us']:.1f} us ({m['py_over_floor_us']:+.1f})"
                                  if m.get("floor_cpu_us") is not None else ""))
@@ -246,7 +249,7 @@ def fmt(v, digits=1):
 
 
 # Per load of Peregrine; summarized as medians over the rounds (the differences are taken load by load first).
-PYTHON_THREAD_FIGURES = ("py_busy", "py_cpu_us_per_req", "floor_cpu_us", "floor_task_cpu_us", "py_over_floor_us",
+PYTHON_THREAD_FIGURES = ("py_busy", "py_waiting_for_core", "py_cpu_us_per_req", "floor_cpu_us", "floor_task_cpu_us", "py_over_floor_us",
                          "py_over_task_floor_us")
 
 
@@ -377,19 +380,23 @@ def markdown(servers, summary, ratios, targets, machine, args, complete, floor=N
               "bench/floor run in this session before the servers started"
               + (" (" + ", ".join(f"{a} {v['cpu_us_per_request']:.1f} µs" for a, v in floor.items()) + ")." if floor else
                  " (not run)."), "",
-              "The last column sets it against the floor's calls made each in an asyncio task of its own (ASGI "
-              "only): a task per request is what any server that runs requests side by side adds at least.", "",
-              "| App | Conns | Python thread busy | Python-thread CPU µs / req | minus the floor (µs) | "
-              "minus the floor in tasks (µs) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+              "Waiting for a core is the share of the wall time it was ready to run while the machine's other "
+              "threads (wrk's among them) had both cores (/proc/PID/task/TID/schedstat); the rest of the time it "
+              "slept, with no request to run. The last column sets it against the floor's calls made each in an "
+              "asyncio task of its own (ASGI only): a task per request is what any server that runs requests side "
+              "by side adds at least.", "",
+              "| App | Conns | Python thread busy | waiting for a core | Python-thread CPU µs / req | "
+              "minus the floor (µs) | minus the floor in tasks (µs) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in servers:
         if s.name != "peregrine":
             continue
         floor_us = (floor or {}).get(s.app, {}).get("cpu_us_per_request")
         task_us = (floor or {}).get(s.app, {}).get("task_cpu_us_per_request")
         for conns, r in summary.get(s.key, {}).items():
-            busy, us = r.get("py_busy"), r.get("py_cpu_us_per_req")
-            lines.append(f"| {s.app} | {conns} | {'n/a' if busy is None else f'{busy * 100:.0f} %'} | {fmt(us)} | "
+            busy, us, waiting = r.get("py_busy"), r.get("py_cpu_us_per_req"), r.get("py_waiting_for_core")
+            lines.append(f"| {s.app} | {conns} | {'n/a' if busy is None else f'{busy * 100:.0f} %'} | "
+                         f"{'n/a' if waiting is None else f'{waiting * 100:.1f} %'} | {fmt(us)} | "
                          f"{'n/a' if us is None or floor_us is None else f'{us - floor_us:+.1f}'} | "
                          f"{'n/a' if us is None or task_us is None else f'{us - task_us:+.1f}'} |")
     if any(r.get("floor_cpu_us") is not None for s in servers if s.name == "peregrine"
