@@ -249,8 +249,8 @@ def fmt(v, digits=1):
 
 
 # Per load of Peregrine; summarized as medians over the rounds (the differences are taken load by load first).
-PYTHON_THREAD_FIGURES = ("py_busy", "py_waiting_for_core", "py_cpu_us_per_req", "floor_cpu_us", "floor_task_cpu_us", "py_over_floor_us",
-                         "py_over_task_floor_us")
+PYTHON_THREAD_FIGURES = ("py_busy", "py_waiting_for_core", "py_cpu_us_per_req", "floor_cpu_us", "floor_task_cpu_us",
+                         "py_over_floor_us", "py_over_task_floor_us")
 
 
 def summarize(servers: list[Server], args) -> dict:
@@ -381,8 +381,8 @@ def markdown(servers, summary, ratios, targets, machine, args, complete, floor=N
               + (" (" + ", ".join(f"{a} {v['cpu_us_per_request']:.1f} µs" for a, v in floor.items()) + ")." if floor else
                  " (not run)."), "",
               "Waiting for a core is the share of the wall time it was ready to run while the machine's other "
-              "threads (wrk's among them) had both cores (/proc/PID/task/TID/schedstat); the rest of the time it "
-              "slept, with no request to run. The last column sets it against the floor's calls made each in an "
+              "threads (wrk's among them) had both cores (/proc/PID/task/TID/schedstat; for WSGI both figures are "
+              "summed over its threads); the rest of the time it slept, with no request to run. The last column sets it against the floor's calls made each in an "
               "asyncio task of its own (ASGI only): a task per request is what any server that runs requests side "
               "by side adds at least.", "",
               "| App | Conns | Python thread busy | waiting for a core | Python-thread CPU µs / req | "
