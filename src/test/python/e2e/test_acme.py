@@ -672,15 +672,65 @@ def test_before_any_certificate_a_probe_without_sni_gets_a_self_signed_fallback_
     assert server.running()
 
 
+def client_hello_records(name, split):
+    """A ClientHello naming name, as TLS records: one, or its handshake message cut across two when split."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    tls = context.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname=name)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    record = outgoing.read()
+    assert record[0] == 22 and len(record) == 5 + int.from_bytes(record[3:5], "big"), "one handshake record"
+    if not split:
+        return record
+    message = record[5:]
+    half = len(message) // 2
+    return b"".join(record[:3] + len(part).to_bytes(2, "big") + part for part in (message[:half], message[half:]))
+
+
+def refused_with_an_alert(port, records):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(records)
+        answer = b""
+        while chunk := raw.recv(4096):
+            answer += chunk
+    return answer[:1] == b"\x15"
+
+
+def test_refused_handshakes_leave_no_buffer_behind(start_server, pebble_https, tmp_path):
+    # Netty's leak detector at its strictest: every buffer is tracked and one collected unreleased is
+    # reported as "LEAK:" at the next allocation. The hello of a refused handshake was such a buffer.
+    port = free_port()
+    server = start_server(APP, "--port", str(port), "--acme-cache", str(tmp_path / "acme"), "--acme-domain", NAME,
+                          "--acme-directory", "https://127.0.0.1:%d/dir" % free_port(), "--acme-ca-bundle", str(pebble_https / "root.pem"),
+                          env={"PEREGRINE_JAVA_OPTS": "-Dio.netty.leakDetection.level=paranoid"})
+    jcmd = os.path.join(os.path.dirname(os.path.realpath("/proc/%d/exe" % server.proc.pid)), "jcmd")
+    if not os.access(jcmd, os.X_OK):
+        pytest.skip("no jcmd beside the server's java")
+    # Netty takes a hello in one record from the buffer it read into, and one cut across records from a buffer of its own.
+    hellos = [client_hello_records(NAME, split) for split in (False, True)]
+    for _ in range(3):
+        for records in hellos * 5:
+            assert refused_with_an_alert(port, records), server.output()[-4000:]
+        subprocess.run([jcmd, str(server.proc.pid), "GC.run"], capture_output=True, check=True, timeout=60)
+        if "LEAK:" in server.output():
+            break
+    assert refused_with_an_alert(port, hellos[0]), "an allocation after the last collection, where a leak is reported"
+    assert "LEAK:" not in server.output(), server.output()[-6000:]
+    assert "no certificate for test.example yet, ACME is obtaining it" in server.output()
+
+
 def test_two_servers_sharing_a_cache_place_one_order(start_server, acme_ca, tmp_path):
     port, other_port = free_port(), free_port()
     pebble = acme_ca(port)
     cache = tmp_path / "acme"
     # Pebble validates on the first server's port; whichever server orders, the challenge is in the shared cache.
+    # The second starts once the first accepts connections: had it ordered before, Pebble would have found
+    # nobody on that port, failed the order and let a second one be placed 30 s later.
     first = start_server(APP, *acme_options(pebble, port, cache), wait=False)
-    second = start_server(APP, *acme_options(pebble, other_port, cache), wait=False)
     first.wait_ready()
-    second.wait_ready()
+    second = start_server(APP, *acme_options(pebble, other_port, cache))
     root = pebble.root()
     for p, server in ((port, first), (other_port, second)):
         assert poll(lambda: try_handshake(p, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]

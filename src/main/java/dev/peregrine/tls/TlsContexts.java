@@ -135,6 +135,7 @@ public final class TlsContexts {
         // Bounds the ClientHello a client may send before a certificate is chosen (a few KiB in practice).
         return new SniHandler(current != null ? current : name -> null, MAX_RECORD, handshakeTimeoutMillis) {
             private boolean offersAcmeTls;
+            private boolean refused;
 
             @Override
             protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) throws Exception {
@@ -152,7 +153,10 @@ public final class TlsContexts {
             protected Future<SslContext> lookup(ChannelHandlerContext ctx, ByteBuf clientHello) throws Exception {
                 // Null when Netty could not parse the hello and falls back to the default certificate.
                 offersAcmeTls = acme != null && clientHello != null && ClientHelloAlpn.offers(clientHello, CertificateManager.ACME_TLS_PROTOCOL);
-                return super.lookup(ctx, clientHello);
+                Future<SslContext> chosen = super.lookup(ctx, clientHello);
+                // Netty releases the hello when the lookup completes, and a refusal's never does.
+                if (refused && clientHello != null) clientHello.release();
+                return chosen;
             }
 
             @Override
@@ -162,6 +166,7 @@ public final class TlsContexts {
                 } catch (NoCertificate refusal) {
                     // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
                     refusals.refused(String.valueOf(hostname), "TLS handshake from " + ctx.channel().remoteAddress(), refusal.getMessage());
+                    refused = true;
                     ctx.writeAndFlush(Unpooled.wrappedBuffer(refusal.alert())).addListener(ChannelFutureListener.CLOSE);
                     return ImmediateEventExecutor.INSTANCE.newPromise();
                 }
