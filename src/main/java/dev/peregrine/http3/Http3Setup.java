@@ -2,6 +2,7 @@ package dev.peregrine.http3;
 
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
+import dev.peregrine.tls.RetryTokens;
 import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.websocket.WebSocketApplication;
 import io.netty.bootstrap.Bootstrap;
@@ -23,7 +24,6 @@ import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicTokenHandler;
-import io.netty.incubator.codec.quic.InsecureQuicTokenHandler;
 
 import java.net.InetSocketAddress;
 import java.util.concurrent.TimeUnit;
@@ -99,10 +99,9 @@ public final class Http3Setup {
 
     /**
      * Address validation by a Retry round trip (RFC 9000 8.1): a spoofed source address cannot make
-     * the server send more than the client did. The token is not encrypted, which is enough for that:
-     * its purpose is to prove the client receives at the address, not to be secret.
+     * the server send more than the client did, since only the address itself receives the token.
      */
-    private static final QuicTokenHandler TOKENS = InsecureQuicTokenHandler.INSTANCE;
+    private static final QuicTokenHandler TOKENS = RetryTokens.fromEnvironment(System.getenv());
 
     /**
      * Binds the UDP socket. {@code shared}: under a supervisor every worker binds the port (SO_REUSEPORT),

@@ -5,6 +5,7 @@ import dev.peregrine.config.Version;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.tls.HttpsRedirect;
+import dev.peregrine.tls.RetryTokens;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -70,8 +71,8 @@ public final class Supervisor {
     private int[] failures;
     private String controlPath;
     private SupervisorMetrics metrics;
-    /** Names the shared memory for the workers; empty when no option needs it. */
-    private Map<String, String> sharedEnvironment = Map.of();
+    /** What every worker's environment gets: the shared memory's file, and the key of QUIC's Retry tokens, so that any worker takes the token another minted. */
+    private final Map<String, String> sharedEnvironment = new HashMap<>(Map.of(RetryTokens.KEY_ENV, RetryTokens.newEncodedKey()));
 
     /** The rolling replacement under way: positions still to replace, and the replacement starting now. */
     private final Deque<Integer> toReplace = new ArrayDeque<>();
@@ -181,7 +182,7 @@ public final class Supervisor {
                 throw new CannotStart("cannot create the workers' shared memory " + file + ": " + e.getMessage());
             }
             undo.push(() -> deleteQuietly(file));
-            sharedEnvironment = Map.of(SharedLayout.FILE_ENV, file.toString());
+            sharedEnvironment.put(SharedLayout.FILE_ENV, file.toString());
         }
         if (settings.tls().redirectHttpPort() == null) return;
         // The redirect port needs no application: the supervisor answers it, for all workers.
