@@ -580,8 +580,11 @@ class Http3FuzzTest {
             try {
                 return collector.done.get(WAIT_MILLIS, TimeUnit.MILLISECONDS);
             } catch (TimeoutException e) {
+                // What did come tells a response without its FIN from a request the server never finished.
+                String partial = collector.receivedSoFar();
                 stream.close();
-                return new Response("(no answer in " + WAIT_MILLIS + " ms)", false, -1, "");
+                return new Response("(no end in " + WAIT_MILLIS + " ms on stream " + stream.streamId() + " after " + partial.length() + " bytes: "
+                        + ByteBufUtil.hexDump(partial.getBytes(StandardCharsets.ISO_8859_1)) + ")", false, -1, "");
             }
         }
 
