@@ -336,6 +336,9 @@ def test_a_handshake_offering_acme_tls_without_a_pending_challenge_never_gets_th
     assert poll(lambda: try_handshake(port, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT)
     _, protocol = handshake(port, NAME, cafile=root, alpn=["acme-tls/1", "http/1.1"])
     assert protocol == "http/1.1"
+    # Offered alone, it is refused with RFC 7301's alert rather than answered with HTTP (RFC 8737 3).
+    with pytest.raises(ssl.SSLError, match="(?i)no.application.protocol"):
+        handshake(port, NAME, cafile=root, alpn=["acme-tls/1"])
 
 
 def test_a_pending_challenge_answers_every_acme_tls_handshake_on_either_worker_and_reads_no_request(start_server, pebble_https, tmp_path):

@@ -208,3 +208,176 @@ def test_websocket_clients_that_never_read_leave_memory_bounded(start_server):
     finally:
         for ws in stalled:
             ws.sock.close()
+
+
+# ---------------------------------------------------------------------------
+# Slow clients at the connection limit (slowloris)
+
+
+class Slowloris:
+    """`count` connections that each send a request head one byte a second and never finish it, opening a
+    new one whenever the server closes one, as the slowloris tool does; bounded by `seconds`."""
+
+    HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 4000
+
+    def __init__(self, port, count, seconds):
+        import threading
+
+        self.port, self.count, self.deadline = port, count, time.monotonic() + seconds
+        self.sockets = []
+        self.reconnects = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _connect(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.setblocking(False)
+        return [s, 0]
+
+    def start(self):
+        for _ in range(self.count):
+            self.sockets.append(self._connect())
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while not self.stopped.is_set() and time.monotonic() < self.deadline:
+            for entry in self.sockets:
+                s, sent = entry
+                try:
+                    if sent < len(self.HEAD):
+                        s.send(self.HEAD[sent:sent + 1])
+                        entry[1] = sent + 1
+                    # A close shows as a readable socket with nothing (or a 408) to read.
+                    if s.recv(4096, socket.MSG_PEEK) is not None:
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+                    self.reconnects += 1
+                    try:
+                        entry[:] = self._connect()
+                    except OSError:
+                        entry[:] = [socket.socket(), len(self.HEAD)]
+            self.stopped.wait(1.0)
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(10)
+        for s, _ in self.sockets:
+            s.close()
+
+
+def test_slow_clients_past_the_connection_limit_leave_room_for_normal_ones(start_server):
+    """The issue's case (5,000 slow connections against 4,096 a worker) scaled to fit CI: 300 slow connections
+    against --max-connections 200, with --request-timeout left at its 30 s so that only the room made at the limit
+    can serve the normal clients: 20 of them over 15 s must each be answered."""
+    metrics_port = free_port()
+    server = start_server("raw_asgi:app", "--max-connections", "200", "--metrics-port", metrics_port)
+    attack = Slowloris(server.port, 300, seconds=40).start()
+    try:
+        assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") >= 200, timeout=20)
+        waits = []
+        for _ in range(20):
+            started = time.monotonic()
+            r = httpx.get(server.url + "/", timeout=10, headers={"Connection": "close"})
+            waits.append(time.monotonic() - started)
+            assert r.status_code == 200 and r.content == b"hello, asgi"
+            time.sleep(0.75)
+        print("\n300 slow clients (%d reconnects); 20 normal requests, slowest answered in %.0f ms"
+              % (attack.reconnects, max(waits) * 1000))
+    finally:
+        attack.stop()
+
+
+# ---------------------------------------------------------------------------
+# Answers that leave the client still sending (lingering close)
+
+OVERSIZE = 8 * 1024 * 1024
+
+
+def _upload_head(path, framing):
+    head = "POST %s HTTP/1.1\r\nHost: x\r\n" % path
+    head += "Transfer-Encoding: chunked\r\n\r\n" if framing == "chunked" else "Content-Length: %d\r\n\r\n" % OVERSIZE
+    return head.encode()
+
+
+def _upload_body(framing):
+    if framing == "chunked":
+        piece = b"x" * 65536
+        return (b"%x\r\n" % len(piece) + piece + b"\r\n") * (OVERSIZE // len(piece)) + b"0\r\n\r\n"
+    return b"x" * OVERSIZE
+
+
+def _read_status(s):
+    data = b""
+    while b"\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else data
+
+
+def _send_then_read(port, path, framing):
+    """A client that writes the whole upload before it reads anything."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(_upload_head(path, framing) + _upload_body(framing))
+        return _read_status(s)
+
+
+def _read_while_sending(port, path, framing):
+    """A client that sends from one thread and reads from another, stopping its upload when the answer comes."""
+    import threading
+
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        def send():
+            try:
+                s.sendall(_upload_head(path, framing) + _upload_body(framing))
+            except OSError:
+                pass  # the server may stop reading once its client has seen the answer
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        status = _read_status(s)
+        s.shutdown(socket.SHUT_RDWR)
+        sender.join(20)
+        return status
+
+
+@pytest.mark.parametrize("client", [_send_then_read, _read_while_sending], ids=["sends-then-reads", "reads-while-sending"])
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_an_oversize_upload_is_answered_413_not_reset(raw_servers, kind, framing, client):
+    """Before the lingering close, 10 to 25 % of such uploads got a reset instead of the 413."""
+    server = raw_servers(kind, "--max-body", "1000000")
+    statuses = [client(server.port, "/echo", framing) for _ in range(6)]
+    assert statuses == [413] * 6
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_an_answer_that_left_the_body_unread_is_not_reset(raw_servers, kind):
+    """The application answers without reading a large body: the connection closes after the answer, and the
+    client that is still sending reads it."""
+    server = raw_servers(kind)
+    statuses = [_send_then_read(server.port, "/status/201", "length") for _ in range(6)]
+    assert statuses == [201] * 6
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_curl_uploading_past_max_body_without_expect_reads_its_413(raw_servers, tmp_path, kind, framing):
+    import shutil
+    import subprocess
+
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    server = raw_servers(kind, "--max-body", "1000000")
+    upload = tmp_path / "upload"
+    upload.write_bytes(b"x" * 32 * 1024 * 1024)
+    extra = ["-H", "Transfer-Encoding: chunked"] if framing == "chunked" else []
+    for _ in range(5):
+        done = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Expect:", *extra,
+                               "--data-binary", "@%s" % upload, server.url + "/echo"],
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (0, "413"), done.stderr

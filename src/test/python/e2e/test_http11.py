@@ -450,6 +450,7 @@ def _closed_without_response(server):
 
 @pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
 def test_max_connections(start_server):
+    """Connections busy with requests are never displaced: past the limit a new one is closed unanswered."""
     from conftest import free_port
     from test_metrics import scrape
 
@@ -460,12 +461,13 @@ def test_max_connections(start_server):
     c1 = server.raw()
     c2 = server.raw()
     try:
-        assert c1.request("GET", "/").status == 200
-        assert c2.request("GET", "/").status == 200
+        c1.send_request("GET", "/sleep?s=4")
+        c2.send_request("GET", "/sleep?s=4")
+        assert poll(lambda: scrape(metrics_port)("peregrine_requests_in_flight") == 2, timeout=10)
         assert _closed_without_response(server)
-        # the first two still work
-        assert c1.request("GET", "/status/201").status == 201
-        assert c2.request("GET", "/status/202").status == 202
+        # the two busy ones are still served
+        assert c1.read_response().status == 200
+        assert c2.read_response().status == 200
         # a connection slot that is given back can be used again
         c1.close()
 
@@ -480,6 +482,29 @@ def test_max_connections(start_server):
     finally:
         c1.close()
         c2.close()
+
+
+@pytest.mark.peregrine_only
+def test_max_connections_makes_room_by_closing_the_connection_idle_longest(start_server):
+    """At the limit, a new client is served in place of the keep-alive connection that has waited longest."""
+    from conftest import free_port
+    from test_metrics import scrape
+
+    metrics_port = free_port()
+    server = start_server("raw_asgi:app", "--max-connections", "2", "--metrics-port", metrics_port)
+    assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") == 0, timeout=10)
+    older = server.raw()
+    younger = server.raw()
+    try:
+        assert older.request("GET", "/status/201").status == 201
+        assert younger.request("GET", "/status/202").status == 202
+        with server.raw(timeout=5) as newcomer:
+            assert newcomer.request("GET", "/status/203").status == 203
+        assert older.read_until_close(timeout=5) == b"", "the oldest idle connection was not the one closed"
+        assert younger.request("GET", "/status/204").status == 204
+    finally:
+        older.close()
+        younger.close()
 
 
 @pytest.mark.peregrine_only  # neither uvicorn nor gunicorn limits the body size

@@ -480,6 +480,15 @@ def test_alpn(sni_server, certs, offered, chosen):
     assert info.alpn == chosen
 
 
+@pytest.mark.parametrize("offered", [["acme-tls/1"], ["spdy/3.1", "h2c"]])
+def test_alpn_offering_nothing_served_gets_the_no_application_protocol_alert(sni_server, certs, offered):
+    """RFC 7301 3.2, rather than a handshake with no protocol that is then answered with HTTP/1.1."""
+    with pytest.raises(ssl.SSLError, match="(?i)no.application.protocol"):
+        handshake(sni_server.port, client_context(certs, alpn=offered))
+    # the connection after it is served as usual
+    assert handshake(sni_server.port, client_context(certs, alpn=["http/1.1"])).alpn == "http/1.1"
+
+
 def test_alpn_http11_and_no_alpn_serve_http11(sni_server, certs):
     for offered in (["http/1.1"], None):
         with TlsConn(sni_server.port, client_context(certs, alpn=offered)) as conn:

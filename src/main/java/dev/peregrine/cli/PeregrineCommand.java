@@ -39,7 +39,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--port", defaultValue = "8000", paramLabel = "PORT", description = "Port to bind (default ${DEFAULT-VALUE}).") public Integer port;
     @Option(names = "--unix", paramLabel = "PATH", description = "Listen on a unix socket instead.") public Path unix;
     @Option(names = "--backlog", defaultValue = "2048", paramLabel = "N", description = "Listen backlog (default ${DEFAULT-VALUE}).") public Integer backlog;
-    @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}).") public Integer maxConnections;
+    @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N", description = "Concurrent connections per worker (default ${DEFAULT-VALUE}); at the limit, the one waiting longest on its client makes room.") public Integer maxConnections;
     @Option(names = "--forwarded-allow-ips", defaultValue = "127.0.0.1,::1", paramLabel = "LIST", description = "Proxies whose X-Forwarded-*/Forwarded headers are trusted: addresses, CIDR blocks, unix, or * (default ${DEFAULT-VALUE}).") public String forwardedAllowIps;
 
     // Application

@@ -4,13 +4,22 @@ import dev.peregrine.ops.metrics.RequestMetrics;
 import io.netty.channel.Channel;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.util.AttributeKey;
 import io.netty.util.concurrent.GlobalEventExecutor;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The live connections and requests of this worker: what --max-connections counts, and what a drain
  * waits for.
+ *
+ * <p>At the limit, a new connection does not simply lose to the ones already open: the connection that
+ * has waited longest on its client (an unfinished request head, an idle keep-alive, an answer lingering
+ * for the client to stop sending, a TLS handshake or preface not yet complete) is closed to make room.
+ * A few thousand slow clients trickling header bytes (slowloris) would otherwise fill the limit and lock
+ * every normal client out until --request-timeout cut them; this way they only ever displace each other.
  */
 public final class Connections {
     private final int maxConnections;
@@ -31,10 +40,12 @@ public final class Connections {
      * served (its response closes it), since closing it unanswered would fail its first request.
      */
     public boolean admit(Channel channel) {
-        if (open.incrementAndGet() > maxConnections) {
+        if (open.incrementAndGet() > maxConnections && !reclaimOldestWaiting()) {
             open.decrementAndGet();
             return false;
         }
+        // Until a protocol handler says otherwise (a TLS handshake, a preface being read), the connection waits on its client.
+        channel.attr(WAITING).set(new Waiting(channel, System.nanoTime()));
         channels.add(channel);
         metrics.connectionOpened();
         channel.closeFuture().addListener(f -> {
@@ -42,6 +53,96 @@ public final class Connections {
             metrics.connectionClosed();
         });
         return true;
+    }
+
+    /**
+     * Closes the connection that has waited longest on its client, to make room for a new one; false when
+     * none waits. The scan costs a pass over the open connections, and runs only at the limit. The new
+     * connection is admitted at once, so the count is over the limit by the victims not yet closed on their
+     * own I/O threads.
+     */
+    private boolean reclaimOldestWaiting() {
+        for (int attempt = 0; attempt < 4; attempt++) {
+            Waiting oldest = null;
+            long oldestSince = 0;
+            for (Channel channel : channels) {
+                Waiting waiting = channel.attr(WAITING).get();
+                if (waiting == null) continue;
+                long since = waiting.since();
+                if (since != Waiting.BUSY && (oldest == null || since - oldestSince < 0)) {
+                    oldest = waiting;
+                    oldestSince = since;
+                }
+            }
+            if (oldest == null) return false;
+            if (oldest.reclaim(oldestSince)) return true;
+        }
+        return false;
+    }
+
+    /** Marks {@code channel} as waiting on its client since {@code nanos} (from now on a candidate to make room), or busy. */
+    public static Waiting waiting(Channel channel) {
+        Waiting waiting = channel.attr(WAITING).get();
+        if (waiting == null) {
+            waiting = new Waiting(channel, Waiting.BUSY);
+            channel.attr(WAITING).set(waiting);
+        }
+        return waiting;
+    }
+
+    /** The connection serves a protocol whose waits are its own business (HTTP/2 streams): never reclaimed. */
+    public static void neverReclaim(Channel channel) {
+        channel.attr(WAITING).set(null);
+    }
+
+    private static final AttributeKey<Waiting> WAITING = AttributeKey.valueOf(Waiting.class, "waiting");
+
+    /**
+     * Since when a connection has waited on its client, written by its I/O thread and read by an admission on
+     * another. A reclaim is claimed once, by compare-and-set, and carried out on the connection's own thread,
+     * which checks that the connection still waits as it did when it was picked.
+     */
+    public static final class Waiting {
+        public static final long BUSY = Long.MIN_VALUE;
+        private static final VarHandle SINCE;
+        static {
+            try {
+                SINCE = MethodHandles.lookup().findVarHandle(Waiting.class, "since", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+        private final Channel channel;
+        private volatile long since;
+        private Runnable onReclaim;
+
+        Waiting(Channel channel, long since) {
+            this.channel = channel;
+            this.since = since;
+        }
+
+        long since() { return since; }
+
+        /** Called on the connection's I/O thread: it waits on its client from {@code nanos} on. */
+        public void since(long nanos) { SINCE.setRelease(this, nanos); }
+
+        /** Called on the connection's I/O thread: it serves a request, and is no candidate. */
+        public void busy() { SINCE.setRelease(this, BUSY); }
+
+        /** What closes the connection when it is reclaimed (by default, a plain close). Set on its I/O thread. */
+        public void onReclaim(Runnable action) { this.onReclaim = action; }
+
+        private boolean reclaim(long expected) {
+            if (!SINCE.compareAndSet(this, expected, BUSY)) return false;
+            channel.eventLoop().execute(() -> {
+                // Still as picked: a connection that began a request meanwhile has set its own mark since.
+                if ((long) SINCE.getAcquire(this) != BUSY || !channel.isActive()) return;
+                Runnable action = onReclaim;
+                if (action != null) action.run();
+                else channel.close();
+            });
+            return true;
+        }
     }
 
     public void requestStarted() {

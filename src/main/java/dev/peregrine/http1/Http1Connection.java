@@ -12,10 +12,12 @@ import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.socket.DuplexChannel;
 import io.netty.handler.codec.ByteToMessageDecoder;
+import io.netty.handler.ssl.SslHandler;
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
@@ -38,8 +40,21 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** How long a connection must have been idle for a drain to close it without waiting for its next request. */
     private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
-    /** UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile. */
-    enum State { HEAD, BODY, RESPONDING, UPGRADING, CLOSED }
+    /**
+     * How long an answer that leaves the client still sending (a 413, a response that did not read the body) keeps
+     * reading and discarding before the close, in all and without a byte arriving: nginx's lingering_time and
+     * lingering_timeout. Closing a socket with unread bytes in its receive buffer sends a reset, and a reset that
+     * reaches the client before it read the answer destroys the answer in the client's kernel: the client sees
+     * "connection reset" instead of its 413.
+     */
+    private static final long LINGER_NANOS = TimeUnit.SECONDS.toNanos(30);
+    private static final long LINGER_QUIET_NANOS = TimeUnit.SECONDS.toNanos(5);
+
+    /**
+     * UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile.
+     * LINGERING: the last answer is written, and what the client still sends is read and dropped until it stops.
+     */
+    enum State { HEAD, BODY, RESPONDING, UPGRADING, LINGERING, CLOSED }
 
     private final RequestCore core;
     private final HttpSettings settings;
@@ -65,6 +80,9 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** The peer and whether its forwarding headers are believed: fixed for the connection's life. */
     private InetSocketAddress peer;
     private boolean peerIsTrustedProxy;
+    /** Since when this connection waits on its client, for the admission of new ones at --max-connections. */
+    private Connections.Waiting waiting;
+    private long lingerStarted;
 
     public Http1Connection(RequestCore core, WebSocketApplication webSockets) {
         this.core = core;
@@ -99,6 +117,10 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         peer = inet(ctx.channel().remoteAddress());
         peerIsTrustedProxy = settings.trustedProxies().trustsPeerOf(ctx.channel());
         lastProgress = System.nanoTime();
+        waiting = Connections.waiting(ctx.channel());
+        waiting.since(lastProgress);
+        // A slow client displaced by a new one is told why, as a stalled one is by the timeout.
+        waiting.onReclaim(this::reclaimed);
         armTimer(tick());
         read();
     }
@@ -109,6 +131,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         ByteBuf data = (ByteBuf) msg;
         if (state == State.CLOSED) {
             data.release();
+            return;
+        }
+        if (state == State.LINGERING) {
+            data.release();
+            lastProgress = System.nanoTime();
+            read();
             return;
         }
         if (data.isReadable() && !input.isReadable() && state == State.HEAD) headStarted = System.nanoTime();
@@ -170,6 +198,16 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         }
     }
 
+    /** Room was needed for a new connection, and this one had waited on its client longest. */
+    private void reclaimed() {
+        if (state == State.HEAD && input.isReadable()) {
+            refuse(Refusal.of(408, "request head too slow while the server is full"), null);
+        } else if (state == State.HEAD || state == State.LINGERING) {
+            state = State.CLOSED;
+            ctx.close();
+        }
+    }
+
     /** Does whatever the current state allows with the input buffered so far. */
     private void advance() {
         while (state == State.HEAD) {
@@ -210,6 +248,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         Http1Exchange exchange = new Http1Exchange(this, ctx, head, peer, headStarted);
         current = exchange;
         state = State.BODY;
+        waiting.busy();
         core.start(exchange, head, peerIsTrustedProxy);
         return true;
     }
@@ -217,6 +256,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Hands a WebSocket handshake to the application; the connection stays here until it accepts or denies. */
     private void upgrade(RequestHead head) {
         state = State.UPGRADING;
+        waiting.busy();
         ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
         Http1Upgrade http = new Http1Upgrade(this, ctx, head, origin.client(), headStarted);
         Refusal refusal = core.checkUpgrade(head, origin.client());
@@ -256,11 +296,36 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
      * can be trusted. {@code head}: the request refused, when it was parsed (its method and version are counted).
      */
     void refuse(Refusal refusal, RequestHead head) {
-        state = State.CLOSED;
         input.skipBytes(input.readableBytes());
         ByteBuf out = ResponseEncoder.refusal(ctx.alloc(), refusal);
         core.refused(head, head == null ? MetricsLayout.HTTP_1_1 : protocol(head), refusal.status(), headStarted, out.readableBytes());
-        ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
+        closeLingering(ctx.writeAndFlush(out));
+    }
+
+    /**
+     * Closes once {@code written} is out and the client has stopped sending: the client may still be sending a
+     * body nobody reads, and a plain close would reset the connection under the answer (see {@link #LINGER_NANOS}).
+     * Without TLS the answer is followed by a FIN at once, so a client that waits for the end of the response
+     * sees it; with TLS the socket is left whole, since a FIN under the TLS session would cut it short.
+     */
+    private void closeLingering(ChannelFuture written) {
+        state = State.LINGERING;
+        releaseInput();
+        written.addListener(f -> {
+            if (!f.isSuccess() || !ctx.channel().isActive()) {
+                close();
+                return;
+            }
+            lingerStarted = lastProgress = System.nanoTime();
+            waiting.since(lingerStarted);
+            if (ctx.channel() instanceof DuplexChannel duplex && ctx.pipeline().get(SslHandler.class) == null) duplex.shutdownOutput();
+            read();
+        });
+    }
+
+    private void close() {
+        state = State.CLOSED;
+        ctx.close();
     }
 
     /** An idle connection keeps no buffer: thousands of idle keep-alive connections should cost a few KiB each. */
@@ -294,7 +359,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         if (settings.accessLog() != null) settings.accessLog().log(exchange, exchange.status(), exchange.bytesSent(), exchange.startNanos());
         if (current != exchange) return;
         current = null;
-        if (!keepAlive || draining || !exchange.discardUnreadBody()) {
+        if (!exchange.discardUnreadBody()) {
+            // The application answered without reading the whole body, and the client may still be sending it.
+            closeLingering(ctx.writeAndFlush(Unpooled.EMPTY_BUFFER));
+            return;
+        }
+        if (!keepAlive || draining) {
             state = State.CLOSED;
             ctx.flush();
             ctx.close();
@@ -303,6 +373,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         state = State.HEAD;
         if (chunkedDecoder != null) chunkedDecoder.reset();
         lastProgress = System.nanoTime();
+        waiting.since(lastProgress);
         if (input.isReadable()) headStarted = lastProgress;
         if (input.isReadable()) {
             advance();
@@ -334,7 +405,15 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         long now = System.nanoTime();
         long deadline = Long.MAX_VALUE;
         boolean idle = state == State.HEAD && !input.isReadable();
-        if (idle) {
+        if (state == State.LINGERING) {
+            if (lingerStarted != 0) {
+                deadline = Math.min(lingerStarted + LINGER_NANOS, lastProgress + LINGER_QUIET_NANOS);
+                if (now - deadline >= 0) {
+                    close();
+                    return;
+                }
+            }
+        } else if (idle) {
             if (settings.keepAliveMillis() > 0) deadline = lastProgress + TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMillis());
             if (now >= deadline) {
                 state = State.CLOSED;

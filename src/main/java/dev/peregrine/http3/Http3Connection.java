@@ -93,6 +93,8 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
             close(Http3ErrorCode.H3_EXCESSIVE_LOAD);
             return;
         }
+        // QUIC has its own idle timeout and stream limits; its connections are not TCP ones to make room among.
+        Connections.neverReclaim(quic);
         // A connection that arrives while the server drains (another worker now takes new ones) is
         // served what it sends at once, then told to go.
         if (connections.draining()) startDraining();

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.http.Connections;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http1.Http1Connection;
@@ -31,6 +32,7 @@ public final class Protocols {
     }
 
     void http2(ChannelPipeline pipeline) {
+        Connections.neverReclaim(pipeline.channel());
         Http2Setup.configure(pipeline, core, webSockets);
     }
 }

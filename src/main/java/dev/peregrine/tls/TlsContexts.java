@@ -46,6 +46,7 @@ import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -134,7 +135,8 @@ public final class TlsContexts {
         Mapping<String, SslContext> current = byName;
         // Bounds the ClientHello a client may send before a certificate is chosen (a few KiB in practice).
         return new SniHandler(current != null ? current : name -> null, MAX_RECORD, handshakeTimeoutMillis) {
-            private boolean offersAcmeTls;
+            /** What the hello offers by ALPN; null when it offers nothing (then HTTP/1.1 is served). */
+            private List<String> offered;
             private boolean refused;
 
             @Override
@@ -152,7 +154,7 @@ public final class TlsContexts {
             @Override
             protected Future<SslContext> lookup(ChannelHandlerContext ctx, ByteBuf clientHello) throws Exception {
                 // Null when Netty could not parse the hello and falls back to the default certificate.
-                offersAcmeTls = acme != null && clientHello != null && ClientHelloAlpn.offers(clientHello, CertificateManager.ACME_TLS_PROTOCOL);
+                offered = clientHello != null ? ClientHelloAlpn.offered(clientHello) : null;
                 Future<SslContext> chosen = super.lookup(ctx, clientHello);
                 // Netty releases the hello when the lookup completes, and a refusal's never does.
                 if (refused && clientHello != null) clientHello.release();
@@ -162,7 +164,7 @@ public final class TlsContexts {
             @Override
             protected Future<SslContext> lookup(ChannelHandlerContext ctx, String hostname) {
                 try {
-                    return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offersAcmeTls, current));
+                    return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offered, current));
                 } catch (NoCertificate refusal) {
                     // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
                     refusals.refused(String.valueOf(hostname), "TLS handshake from " + ctx.channel().remoteAddress(), refusal.getMessage());
@@ -179,11 +181,16 @@ public final class TlsContexts {
         if (acme != null) acme.start();
     }
 
-    /** The context for a ClientHello naming {@code hostname} (null without SNI). */
-    private SslContext choose(String hostname, boolean offersAcmeTls, Mapping<String, SslContext> pairsByName) throws NoCertificate {
-        if (offersAcmeTls && acme != null && hostname != null && acme.manages(hostname)) {
+    /** The context for a ClientHello naming {@code hostname} (null without SNI) and offering {@code offered} by ALPN. */
+    private SslContext choose(String hostname, List<String> offered, Mapping<String, SslContext> pairsByName) throws NoCertificate {
+        if (offered != null && acme != null && hostname != null && offered.contains(CertificateManager.ACME_TLS_PROTOCOL) && acme.manages(hostname)) {
             CertifiedKey validation = acme.challenge(hostname);
             if (validation != null) return validations.contextOf(hostname, validation);
+        }
+        // RFC 7301 3.2. BoringSSL, through Netty, can only complete such a handshake with no protocol (which then
+        // served HTTP/1.1 to a client that never asked for it, even on acme-tls/1, against RFC 8737 3).
+        if (offered != null && Collections.disjoint(offered, alpn)) {
+            throw new NoCertificate(NoCertificate.NO_APPLICATION_PROTOCOL, "the client offers by ALPN only " + offered + ", none of which is served");
         }
         return managed.choose(hostname, pairsByName);
     }

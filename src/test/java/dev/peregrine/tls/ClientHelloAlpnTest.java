@@ -8,8 +8,11 @@ import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLParameters;
 import java.nio.ByteBuffer;
+import java.util.List;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** ClientHelloAlpn on ClientHellos made by the JDK's TLS client, cut the way Netty's SNI handler hands them over. */
@@ -21,6 +24,12 @@ class ClientHelloAlpnTest {
         assertTrue(ClientHelloAlpn.offers(hello, "h2"));
         assertFalse(ClientHelloAlpn.offers(hello, "acme-tls/2"));
         assertFalse(ClientHelloAlpn.offers(hello, "acme-tls"));
+    }
+
+    @Test
+    void listsWhatIsOfferedInOrder() throws Exception {
+        assertEquals(List.of("h2", "acme-tls/1", "http/1.1"), ClientHelloAlpn.offered(clientHello("h2", "acme-tls/1", "http/1.1")));
+        assertNull(ClientHelloAlpn.offered(clientHello()));
     }
 
     @Test
