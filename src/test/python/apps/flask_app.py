@@ -33,6 +33,11 @@ def upload():
     )
 
 
+@app.post("/echo")
+def echo():
+    return Response(request.get_data(), mimetype="application/octet-stream")
+
+
 @app.post("/json")
 def json_echo():
     payload = request.get_json()

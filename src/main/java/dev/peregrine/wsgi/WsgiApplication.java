@@ -197,7 +197,8 @@ public final class WsgiApplication implements ServedApplication {
     }
 
     private void handle(WsgiRequest request) {
-        MemorySegment environ = environs.build(request.exchange(), input(request));
+        ByteBuf[] body = request.completeBody();
+        MemorySegment environ = environs.build(request.exchange(), input(body), completeLength(body));
         MemorySegment result = Py.callRaw(app, environ, startResponse);
         Py.decRef(environ);
         if (result.address() == 0) {
@@ -214,8 +215,15 @@ public final class WsgiApplication implements ServedApplication {
         }
     }
 
-    private MemorySegment input(WsgiRequest request) {
-        ByteBuf[] body = request.completeBody();
+    /** The size of a body read ahead whole, or -1 when it is still arriving. */
+    private static long completeLength(ByteBuf[] body) {
+        if (body == null) return -1;
+        long length = 0;
+        for (ByteBuf piece : body) length += piece.readableBytes();
+        return length;
+    }
+
+    private MemorySegment input(ByteBuf[] body) {
         if (body == null) return Py.call(streamingInput);
         if (body.length == 0) return Py.call(bytesIO);
         ByteBuf whole = body.length == 1 ? body[0] : ALLOC.compositeBuffer(body.length).addComponents(true, body);
