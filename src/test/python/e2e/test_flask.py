@@ -104,3 +104,9 @@ def test_chunked_upload_reaches_the_view_whole(flask_server):
         r = c.read_response()
     assert r.status == 200
     assert r.body == UPLOAD
+
+
+def test_reason_phrase_goes_out_as_the_application_gave_it(flask_server):
+    with flask_server.raw() as c:
+        r = c.request("GET", "/go")
+    assert r.raw_head.startswith(b"HTTP/1.1 302 FOUND\r\n")

@@ -190,6 +190,25 @@ def test_input_lines_across_buffer_boundaries(wsgi, mode):
 # start_response, write(), iterables
 
 
+@pytest.mark.parametrize("given", ["Very Fine", "FINE", "Tr%C3%A8s bien", "a%09tab"])
+def test_reason_phrase_goes_out_as_given(wsgi, given):
+    from urllib.parse import unquote
+
+    with wsgi.raw() as c:
+        r = c.request("GET", "/reason?r=" + given.replace(" ", "+"))
+    assert r.raw_head.startswith(b"HTTP/1.1 200 " + unquote(given).encode("latin-1") + b"\r\n")
+
+
+@pytest.mark.peregrine_only  # gunicorn writes any reason phrase out, CR and LF included
+@pytest.mark.parametrize("given", ["a%0D%0ASet-Cookie:+x=1", "bell%07", "del%7F", "snow%E2%98%83"])
+def test_reason_phrase_that_would_break_the_status_line_gets_500(wsgi, given):
+    with wsgi.raw() as c:
+        r = c.request("GET", "/reason?r=" + given)
+        assert r.status == 500
+        assert r.header("set-cookie") is None
+        assert c.request("GET", "/reason?r=OK").status == 200
+
+
 def test_exc_info_before_output_replaces_response(wsgi):
     r = wsgi.get("/exc-info?mode=before")
     assert r.status_code == 500
