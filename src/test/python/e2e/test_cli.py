@@ -38,6 +38,25 @@ def test_protocol_override(start_server, protocol):
     assert server.get("/").text == "served as %s" % protocol
 
 
+@pytest.mark.peregrine_only  # --protocol has no reference equivalent here
+@pytest.mark.parametrize(
+    "target,protocol,why",
+    [
+        ("raw_asgi:app", "wsgi", "coroutine function"),
+        ("raw_wsgi:app", "asgi", "takes 2 positional arguments, and ASGI passes 3"),
+    ],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_protocol_that_contradicts_the_application_is_refused(target, protocol, why, workers):
+    code, out = run_cli("--protocol", protocol, "--port", free_port(), "--workers", workers, target, timeout=120)
+    assert code == 2, out
+    problem = [line for line in out.splitlines() if "--protocol " + protocol in line]
+    # each worker loads the application (the supervisor has no Python), so both may say it first
+    assert 1 <= len(problem) <= int(workers) and len(set(problem)) == 1, out
+    assert target in problem[0] and why in problem[0], out
+    assert "Traceback" not in out, out
+
+
 @pytest.mark.parametrize("target,body", [("raw_wsgi:app", "hello, wsgi"), ("raw_asgi:app", "hello, asgi")])
 def test_protocol_detected(start_server, target, body):
     server = start_server(target)
