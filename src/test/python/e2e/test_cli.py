@@ -137,6 +137,17 @@ def test_unknown_option_exits_2_with_one_line():
 
 
 @pytest.mark.peregrine_only
+@pytest.mark.parametrize("typed", [["--prot", "wsgi"], ["--prot=wsgi"]])
+def test_unknown_option_names_only_it_and_suggests_the_closest(typed):
+    code, out = run_cli(*typed, "raw_asgi:app")
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
+    assert "Unknown option: '--prot' (did you mean '--protocol'?)" in lines[0], out
+    assert "raw_asgi:app" not in lines[0] and "wsgi" not in lines[0], out
+
+
+@pytest.mark.peregrine_only
 def test_bad_option_value_exits_2_naming_it():
     code, out = run_cli("--port", "abc", "raw_asgi:app")
     assert code == 2, out
