@@ -1,6 +1,6 @@
 """A Flask application for Peregrine's end-to-end tests."""
 
-from flask import Flask, Response, jsonify, request, stream_with_context
+from flask import Flask, Response, jsonify, redirect, request, stream_with_context
 
 app = Flask(__name__)
 
@@ -31,6 +31,16 @@ def upload():
             "fields": request.form.to_dict(),
         }
     )
+
+
+@app.get("/go")
+def go():
+    return redirect("/")  # Werkzeug's status for it is "302 FOUND"
+
+
+@app.post("/echo")
+def echo():
+    return Response(request.get_data(), mimetype="application/octet-stream")
 
 
 @app.post("/json")

@@ -364,6 +364,10 @@ def app(environ, start_response):
         EXC_STATUS["crlf"] = "start_response-accepted"
         return [b"ok"]
 
+    if path == "/reason":
+        # the status "200 " + ?r=..., to see the reason phrase go out as given (or refused)
+        return _respond(start_response, "200 " + query.get("r", ""), "reason")
+
     if path.startswith("/status/"):
         code = int(path[len("/status/"):])
         if code in (204, 304):

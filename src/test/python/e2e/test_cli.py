@@ -38,6 +38,25 @@ def test_protocol_override(start_server, protocol):
     assert server.get("/").text == "served as %s" % protocol
 
 
+@pytest.mark.peregrine_only  # --protocol has no reference equivalent here
+@pytest.mark.parametrize(
+    "target,protocol,why",
+    [
+        ("raw_asgi:app", "wsgi", "coroutine function"),
+        ("raw_wsgi:app", "asgi", "takes 2 positional arguments, and ASGI passes 3"),
+    ],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_protocol_that_contradicts_the_application_is_refused(target, protocol, why, workers):
+    code, out = run_cli("--protocol", protocol, "--port", free_port(), "--workers", workers, target, timeout=120)
+    assert code == 2, out
+    problem = [line for line in out.splitlines() if "--protocol " + protocol in line]
+    # each worker loads the application (the supervisor has no Python), so both may say it first
+    assert 1 <= len(problem) <= int(workers) and len(set(problem)) == 1, out
+    assert target in problem[0] and why in problem[0], out
+    assert "Traceback" not in out, out
+
+
 @pytest.mark.parametrize("target,body", [("raw_wsgi:app", "hello, wsgi"), ("raw_asgi:app", "hello, asgi")])
 def test_protocol_detected(start_server, target, body):
     server = start_server(target)
@@ -115,6 +134,17 @@ def test_unknown_option_exits_2_with_one_line():
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1, out
     assert "--frobnicate" in lines[0]
+
+
+@pytest.mark.peregrine_only
+@pytest.mark.parametrize("typed", [["--prot", "wsgi"], ["--prot=wsgi"]])
+def test_unknown_option_names_only_it_and_suggests_the_closest(typed):
+    code, out = run_cli(*typed, "raw_asgi:app")
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
+    assert "Unknown option: '--prot' (did you mean '--protocol'?)" in lines[0], out
+    assert "raw_asgi:app" not in lines[0] and "wsgi" not in lines[0], out
 
 
 @pytest.mark.peregrine_only

@@ -87,3 +87,26 @@ def test_unhandled_error_is_500_and_server_keeps_serving(flask_server):
 
 def test_remote_addr(flask_server):
     assert flask_server.get("/remote").json() == {"remote_addr": "127.0.0.1", "scheme": "http", "is_secure": False}
+
+
+UPLOAD = bytes(range(256)) * 400  # 100 KiB with every byte value
+
+
+def test_chunked_upload_reaches_the_view_whole(flask_server):
+    # Werkzeug reads a body without Content-Length only when the server says
+    # wsgi.input ends by itself (wsgi.input_terminated); otherwise the view gets b"".
+    with flask_server.raw() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(0, len(UPLOAD), 7000):
+            piece = UPLOAD[i : i + 7000]
+            c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+        c.send(b"0\r\n\r\n")
+        r = c.read_response()
+    assert r.status == 200
+    assert r.body == UPLOAD
+
+
+def test_reason_phrase_goes_out_as_the_application_gave_it(flask_server):
+    with flask_server.raw() as c:
+        r = c.request("GET", "/go")
+    assert r.raw_head.startswith(b"HTTP/1.1 302 FOUND\r\n")

@@ -759,6 +759,16 @@ def test_large_upload_wsgi(served):
     assert bytes(r.data) == body
 
 
+def test_flask_upload_without_content_length(served):
+    # H2Client sends no content-length: the body ends with the stream, and Werkzeug
+    # reads it only when the environ says wsgi.input ends by itself.
+    body = bytes(range(256)) * 400
+    with served.client("flask") as c:
+        r = c.post("/echo", body, timeout=30)
+    assert r.status == 200, r
+    assert bytes(r.data) == body
+
+
 @pytest.mark.parametrize("name", ["asgi", "asgi-tls", "wsgi"])
 def test_download_with_a_small_window_read_slowly(served, name):
     size = 2 * MiB

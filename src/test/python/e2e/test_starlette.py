@@ -42,3 +42,23 @@ def test_lifespan_teardown_on_sigterm(start_server, marker_file):
     assert server.get("/").text == "hello, starlette"
     assert_clean_exit(server, server.stop())
     assert marker_file.read_text().split() == ["startup", "shutdown"]
+
+
+@pytest.mark.peregrine_only  # the message names Peregrine's own log line
+def test_body_refused_past_max_body_is_not_logged_as_an_application_error(start_server):
+    # Starlette's request.body() raises ClientDisconnect when the server refuses the body: the
+    # server's doing, so it is logged at debug level (where the test waits for it), never as ERROR.
+    server = start_server("starlette_app:app", "--max-body", "1000", "--log-level", "debug")
+    with server.raw() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"64\r\n" + b"x" * 100 + b"\r\n")
+        try:
+            for _ in range(20):
+                c.send(b"64\r\n" + b"x" * 100 + b"\r\n")
+        except OSError:
+            pass  # the server may close the connection as soon as it has answered
+        r = c.read_head()
+    assert r.status == 413
+    out = server.wait_for_output("raised after the server ended its request")
+    assert out is not None, server.output()
+    assert "ClientDisconnect" in out
+    assert not [line for line in out.splitlines() if " ERROR " in line], out

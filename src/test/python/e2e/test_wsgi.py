@@ -126,16 +126,31 @@ def test_input_read(wsgi, mode):
     assert r.content == BINARY
 
 
-def test_input_read_chunked_request(wsgi):
-    parts = [BINARY[i : i + 7000] for i in range(0, len(BINARY), 7000)]
-    with wsgi.raw() as c:
-        c.send(b"POST /echo?mode=all HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for p in parts:
+# A chunked body of 100 KiB is read ahead whole and given a CONTENT_LENGTH (mode cl reads
+# that); one of 3 MiB is still arriving when the application runs, and wsgi.input ends it.
+@pytest.mark.parametrize("mode,size", [("all", len(BINARY)), ("pieces", len(BINARY)), ("iter", len(BINARY)),
+                                       ("all", 3 << 20), ("pieces", 3 << 20)])
+def test_input_read_chunked_request(wsgi, mode, size):
+    body = (BINARY * (size // len(BINARY) + 1))[:size]
+    with wsgi.raw(timeout=30) as c:
+        c.send(b"POST /echo?mode=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" % mode.encode())
+        for i in range(0, len(body), 7000):
+            p = body[i : i + 7000]
             c.send(b"%x\r\n%s\r\n" % (len(p), p))
         c.send(b"0\r\n\r\n")
         r = c.read_response()
     assert r.status == 200
-    assert r.body == BINARY
+    assert r.body == body
+
+
+@pytest.mark.peregrine_only  # gunicorn leaves CONTENT_LENGTH out of a chunked request
+def test_chunked_request_read_whole_gets_content_length(wsgi):
+    with wsgi.raw() as c:
+        c.send(b"POST /environ HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        r = c.read_response()
+    env = r.json()
+    assert env["CONTENT_LENGTH"] == "5"
+    assert env["wsgi.input_terminated"] is True
 
 
 def test_input_read_without_body(wsgi):
@@ -173,6 +188,25 @@ def test_input_lines_across_buffer_boundaries(wsgi, mode):
 
 # ---------------------------------------------------------------------------
 # start_response, write(), iterables
+
+
+@pytest.mark.parametrize("given", ["Very Fine", "FINE", "Tr%C3%A8s bien", "a%09tab"])
+def test_reason_phrase_goes_out_as_given(wsgi, given):
+    from urllib.parse import unquote
+
+    with wsgi.raw() as c:
+        r = c.request("GET", "/reason?r=" + given.replace(" ", "+"))
+    assert r.raw_head.startswith(b"HTTP/1.1 200 " + unquote(given).encode("latin-1") + b"\r\n")
+
+
+@pytest.mark.peregrine_only  # gunicorn writes any reason phrase out, CR and LF included
+@pytest.mark.parametrize("given", ["a%0D%0ASet-Cookie:+x=1", "bell%07", "del%7F", "snow%E2%98%83"])
+def test_reason_phrase_that_would_break_the_status_line_gets_500(wsgi, given):
+    with wsgi.raw() as c:
+        r = c.request("GET", "/reason?r=" + given)
+        assert r.status == 500
+        assert r.header("set-cookie") is None
+        assert c.request("GET", "/reason?r=OK").status == 200
 
 
 def test_exc_info_before_output_replaces_response(wsgi):

@@ -6,4 +6,5 @@ urlpatterns = [
     path("", views.info),
     path("info/<path:rest>", views.info),
     path("post", views.post_data),
+    path("echo", views.echo),
 ]

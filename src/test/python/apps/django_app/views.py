@@ -1,4 +1,4 @@
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 
@@ -22,3 +22,8 @@ def post_data(request):
             "content_type": request.content_type,
         }
     )
+
+
+@csrf_exempt
+def echo(request):
+    return HttpResponse(request.body, content_type="application/octet-stream")

@@ -31,6 +31,8 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
     private boolean bodyEnded;
     private boolean finalBodyReceived;
     private boolean disconnected;
+    /** The application was given http.disconnect (then Starlette's request.body() raises ClientDisconnect). */
+    private boolean toldDisconnect;
     private boolean demanding;
     private ResponseHead pendingHead;
     private boolean started;
@@ -111,7 +113,10 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
             return m.request(Py.newRef(m.emptyBytes), false);
         }
         // Once the response is complete the request is over: a task waiting on it would only hold the connection.
-        if (disconnected || complete || exchange.disconnected()) return m.disconnect();
+        if (disconnected || complete || exchange.disconnected()) {
+            toldDisconnect = true;
+            return m.disconnect();
+        }
         return null;
     }
 
@@ -246,7 +251,11 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
 
     @Override
     void end(String error) {
-        if (error != null && !error.isEmpty()) {
+        if (error != null && !error.isEmpty() && toldDisconnect && exchange.endedByServer()) {
+            // The server refused the body (413 past --max-body) and told the application the request
+            // was gone; what it raised about that is the server's doing, not an application error.
+            LOG.debug("The ASGI application raised after the server ended its request\n" + error.stripTrailing());
+        } else if (error != null && !error.isEmpty()) {
             LOG.error("Exception in ASGI application\n" + error.stripTrailing());
         } else if (error == null && !started && !exchange.disconnected()) {
             LOG.error("ASGI application returned without starting a response");

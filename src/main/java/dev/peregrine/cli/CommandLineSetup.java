@@ -8,6 +8,7 @@ import picocli.CommandLine.Help;
 import picocli.CommandLine.Model.ArgSpec;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.UnmatchedArgumentException;
 
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -55,12 +56,42 @@ public class CommandLineSetup {
 
     /** One line; when the bad value came from the environment or a properties file, say where to look. */
     private static String describe(ParameterException ex, String[] args, ConfigDefaults defaults) {
+        if (ex instanceof UnmatchedArgumentException unmatched && unmatched.isUnknownOption()) return unknownOption(unmatched);
         String message = ex.getMessage();
         ArgSpec arg = ex.getArgSpec();
         if (arg instanceof OptionSpec option && defaults.suppliedBy(option) && !typed(option, args)) {
             message = message + " (from " + ConfigDefaults.environmentName(option) + " or " + ConfigDefaults.key(option) + ")";
         }
         return message.replace(System.lineSeparator(), " ").strip();
+    }
+
+    /**
+     * Names the unknown options only: picocli also lists what an unknown option left unconsumed (in
+     * {@code --prot wsgi app:app}, "wsgi" becomes the target and "app:app" looks unknown too), which
+     * points at the wrong argument. The suggestion is picocli's (the options sharing the typed name's
+     * first two letters), narrowed to the one that shares the most of it, and only when that is three or more.
+     */
+    private static String unknownOption(UnmatchedArgumentException ex) {
+        List<String> unknown = ex.getUnmatched().stream()
+                .filter(arg -> arg.startsWith("-"))
+                .map(arg -> arg.contains("=") ? arg.substring(0, arg.indexOf('=')) : arg)
+                .toList();
+        StringBuilder message = new StringBuilder(unknown.size() == 1 ? "Unknown option: " : "Unknown options: ");
+        for (int i = 0; i < unknown.size(); i++) message.append(i == 0 ? "'" : ", '").append(unknown.get(i)).append('\'');
+        String typed = unknown.getFirst(), best = null;
+        int shared = -1;
+        for (String candidate : ex.getSuggestions()) {
+            String name = candidate.startsWith("-") ? candidate : "--" + candidate;
+            int common = 0;
+            while (common < Math.min(name.length(), typed.length()) && name.charAt(common) == typed.charAt(common)) common++;
+            if (common > shared) {
+                shared = common;
+                best = name;
+            }
+        }
+        // Two letters in common is what picocli's candidates all have; a guess needs a third.
+        if (best != null && unknown.size() == 1 && shared >= "--".length() + 3) message.append(" (did you mean '").append(best).append("'?)");
+        return message.toString();
     }
 
     /** Whether the option appears among the arguments (its value may not be recorded yet when conversion fails). */

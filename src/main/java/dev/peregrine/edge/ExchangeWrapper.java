@@ -33,6 +33,7 @@ public abstract class ExchangeWrapper implements HttpExchange {
     @Override public boolean writable() { return wrapped.writable(); }
     @Override public void whenWritable(Runnable task) { wrapped.whenWritable(task); }
     @Override public boolean disconnected() { return wrapped.disconnected(); }
+    @Override public boolean endedByServer() { return wrapped.endedByServer(); }
     @Override public void runOnLoop(Runnable task, int bytes, WakeupBatch batch) { wrapped.runOnLoop(task, bytes, batch); }
 
     @Override

@@ -73,4 +73,10 @@ public interface HttpExchange {
 
     /** True once the client is gone or the exchange was cut. */
     boolean disconnected();
+
+    /**
+     * True when the server itself ended the request (a body past --max-body, a body that stopped
+     * coming): what the application then raises about the lost request is not its own error.
+     */
+    default boolean endedByServer() { return false; }
 }

@@ -16,6 +16,7 @@ public abstract class LoopExchange implements HttpExchange {
     private final Channel channel;
     private final WriteQueue queue;
     private volatile boolean cut;
+    private volatile boolean endedByServer;
     /** Null until the adapter asks for the body. */
     private BodyReceiver receiver;
     /** The client and scheme as the application sees them: the connection's, or what a trusted proxy said. */
@@ -51,6 +52,17 @@ public abstract class LoopExchange implements HttpExchange {
     @Override
     public final boolean disconnected() {
         return cut;
+    }
+
+    @Override
+    public final boolean endedByServer() {
+        return endedByServer;
+    }
+
+    /** {@link #cut} because the server refused the rest of the request, not because the client left. */
+    public final void cutByServer() {
+        endedByServer = true;
+        cut();
     }
 
     @Override

@@ -18,6 +18,8 @@ public final class ResponseHead {
     private boolean connectionClose;
     private boolean hasDate;
     private boolean hasServer;
+    /** The application's own reason phrase (ISO-8859-1), or null for the standard one. */
+    private byte[] reason;
 
     public ResponseHead(int status) {
         if (status < 100 || status > 999) throw new IllegalArgumentException("invalid HTTP status " + status);
@@ -39,6 +41,29 @@ public final class ResponseHead {
     }
 
     public int status() { return status; }
+    public byte[] reason() { return reason; }
+
+    /** Keeps {@code other}'s reason phrase, for a head rebuilt from it (compression, the cache). */
+    public void reasonOf(ResponseHead other) {
+        reason = other.reason;
+    }
+
+    /**
+     * Sets the reason phrase the status line carries over HTTP/1.1 (HTTP/2 and HTTP/3 have none).
+     * Refuses what RFC 9112 does not allow in one (HTAB, SP, visible ASCII and bytes 0x80 to 0xFF):
+     * CR or LF would let it write headers of its own.
+     */
+    public void reason(CharSequence text) {
+        byte[] bytes = new byte[text.length()];
+        for (int i = 0; i < bytes.length; i++) {
+            char c = text.charAt(i);
+            if (c != '\t' && (c < 0x20 || c == 0x7F || c > 0xFF)) {
+                throw new IllegalArgumentException("invalid reason phrase '" + text + "': it must be tabs, spaces, visible ASCII or Latin-1 characters");
+            }
+            bytes[i] = (byte) c;
+        }
+        reason = bytes;
+    }
     public int count() { return count; }
     public byte[] data() { return data; }
     public int nameStart(int i) { return offsets[4 * i]; }

@@ -176,7 +176,7 @@ public abstract class StreamExchange<P> extends LoopExchange {
     /** The body broke a limit: the server answers {@code status} if nothing was answered yet, and the stream ends either way. */
     private void refuseBody(int status, String reason) {
         boolean answered = headSent;
-        cut();
+        cutByServer();
         if (answered) reset(true);
         else refuse(Refusal.of(status, reason));
     }

@@ -144,7 +144,7 @@ final class Http1Exchange extends LoopExchange {
     private void bodyError(int status, String reason) {
         boolean answered = headSent;
         connection.current = null;
-        cut();
+        cutByServer();
         if (answered) {
             connection.state = Http1Connection.State.CLOSED;
             ctx.close();

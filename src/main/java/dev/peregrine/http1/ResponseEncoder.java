@@ -41,6 +41,9 @@ final class ResponseEncoder {
         }
     }
 
+    /** "HTTP/1.1 200 ": what a status line has before its reason phrase. */
+    private static final int STATUS_PREFIX_LENGTH = "HTTP/1.1 200 ".length();
+
     private static final ThreadLocal<byte[][]> DATE_LINE = ThreadLocal.withInitial(() -> new byte[2][]);
 
     /** The Date header line, rebuilt when {@link HttpDate} changes. */
@@ -136,7 +139,14 @@ final class ResponseEncoder {
                         boolean keepAlive, long completeSize, int requestIdHeader, TlsResponseHeaders tlsHeaders) {
         byte[] data = response.data();
         ByteBuf out = alloc.directBuffer(256 + data.length);
-        out.writeBytes(STATUS_LINES[response.status()]);
+        byte[] reason = response.reason();
+        if (reason == null) {
+            out.writeBytes(STATUS_LINES[response.status()]);
+        } else {
+            out.writeBytes(STATUS_LINES[response.status()], 0, STATUS_PREFIX_LENGTH);
+            out.writeBytes(reason);
+            out.writeBytes(CRLF);
+        }
         for (int i = 0; i < response.count(); i++) {
             out.writeBytes(data, response.nameStart(i), response.nameLength(i));
             out.writeBytes(COLON_SPACE);

@@ -13,11 +13,20 @@ final class ApplicationLoader {
     /** Why the application cannot be served; {@link #traceback} is empty for a plain one-line reason. */
     static final class LoadFailure extends RuntimeException {
         private final String traceback;
+        /** A contradiction in the command line (--protocol against the application): exit status 2. */
+        private final boolean usage;
 
         LoadFailure(String message, String traceback) {
+            this(message, traceback, false);
+        }
+
+        LoadFailure(String message, String traceback, boolean usage) {
             super(message, null, false, false);
             this.traceback = traceback;
+            this.usage = usage;
         }
+
+        boolean usage() { return usage; }
 
         String traceback() { return traceback; }
     }
@@ -36,6 +45,9 @@ final class ApplicationLoader {
             Py.decRef(result);
             return new Loaded(app, kind);
         } catch (PythonException e) {
+            if ("ProtocolMismatch".equals(e.typeName())) {
+                throw new LoadFailure(e.getMessage().substring("ProtocolMismatch: ".length()), "", true);
+            }
             if ("LoadError".equals(e.typeName())) throw new LoadFailure(e.getMessage().substring("LoadError: ".length()), "");
             throw new LoadFailure("the application failed to import: " + e.getMessage(), e.traceback());
         } finally {

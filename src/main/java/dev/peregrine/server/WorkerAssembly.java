@@ -135,7 +135,7 @@ public final class WorkerAssembly {
             interpreter.publishNativeModule();
             application.prepare();
         } catch (ApplicationLoader.LoadFailure e) {
-            throw new StartFailure(1, e.getMessage(), e.traceback());
+            throw new StartFailure(e.usage() ? 2 : 1, e.getMessage(), e.traceback());
         } finally {
             PythonInterpreter.release(gil);
         }

@@ -323,9 +323,10 @@ public final class Supervisor {
             LOG.debugf("%s exited with status %d after draining", w.name(), status);
             return;
         }
-        if (!started && !w.ready && (status == 1 || status == 3)) {
-            // The worker's own verdict that the application cannot start (import error, failed lifespan
-            // startup, no usable Python): a restart loop would only repeat the traceback.
+        if (!started && !w.ready && (status == 1 || status == 2 || status == 3)) {
+            // The worker's own verdict that the application cannot start (import error, --protocol that
+            // contradicts the application, failed lifespan startup, no usable Python): a restart loop
+            // would only repeat the traceback.
             LOG.errorf("%s exited with status %d during startup: stopping", w.name(), status);
             exitStatus = status == 0 ? 1 : status;
             beginStopping();

@@ -33,6 +33,7 @@ final class EnvironBuilder {
     private final MemorySegment kRemotePort = Py.internedStr("REMOTE_PORT");
     private final MemorySegment kScheme = Py.internedStr("wsgi.url_scheme");
     private final MemorySegment kInput = Py.internedStr("wsgi.input");
+    private final MemorySegment kContentLength = Py.internedStr("CONTENT_LENGTH");
     private final InternedStrings constants = new InternedStrings();
     /** "user-agent" becomes HTTP_USER_AGENT; content-type and content-length lose the prefix. */
     private final InternTable keys = new InternTable(EnvironBuilder::environKey);
@@ -47,6 +48,9 @@ final class EnvironBuilder {
         Py.dictSet(template, Py.internedStr("wsgi.multiprocess"), Py.False);
         Py.dictSet(template, Py.internedStr("wsgi.run_once"), Py.False);
         Py.dictSet(template, Py.internedStr("wsgi.file_wrapper"), fileWrapper);
+        // wsgi.input returns b"" at the end of the body, with or without Content-Length; without this
+        // Werkzeug (Flask) reads nothing of a body that has no Content-Length (chunked, HTTP/2).
+        Py.dictSet(template, Py.internedStr("wsgi.input_terminated"), Py.True);
         Py.dictSetSteal(template, Py.internedStr("SCRIPT_NAME"), Py.latin1(this.rootPath, 0, this.rootPath.length));
         Py.dictSetSteal(template, Py.internedStr("SERVER_SOFTWARE"), Py.str("peregrine/" + Version.VERSION));
     }
@@ -69,7 +73,12 @@ final class EnvironBuilder {
         return true;
     }
 
-    MemorySegment build(HttpExchange exchange, MemorySegment input) {
+    /**
+     * {@code completeLength}: the size of the body when it was read ahead whole, else -1. A body without
+     * Content-Length that was read whole gets one, as waitress does: Django reads only CONTENT_LENGTH
+     * bytes of wsgi.input, and would see a chunked upload as empty.
+     */
+    MemorySegment build(HttpExchange exchange, MemorySegment input, long completeLength) {
         HttpRequestHead head = exchange.head();
         byte[] bytes = head.bytes();
         MemorySegment environ = Py.dictCopy(template);
@@ -106,6 +115,9 @@ final class EnvironBuilder {
             Py.dictSetSteal(environ, kRemotePort, Py.str(Integer.toString(remote.getPort())));
         }
         addHeaders(environ, head, bytes);
+        if (completeLength > 0 && head.contentLength() < 0) {
+            Py.dictSetSteal(environ, kContentLength, Py.str(Long.toString(completeLength)));
+        }
         return environ;
     }
 

@@ -4,6 +4,7 @@ import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.FileBody;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.python.BorrowedBytes;
@@ -197,7 +198,8 @@ public final class WsgiApplication implements ServedApplication {
     }
 
     private void handle(WsgiRequest request) {
-        MemorySegment environ = environs.build(request.exchange(), input(request));
+        ByteBuf[] body = request.completeBody();
+        MemorySegment environ = environs.build(request.exchange(), input(body), completeLength(body));
         MemorySegment result = Py.callRaw(app, environ, startResponse);
         Py.decRef(environ);
         if (result.address() == 0) {
@@ -214,8 +216,15 @@ public final class WsgiApplication implements ServedApplication {
         }
     }
 
-    private MemorySegment input(WsgiRequest request) {
-        ByteBuf[] body = request.completeBody();
+    /** The size of a body read ahead whole, or -1 when it is still arriving. */
+    private static long completeLength(ByteBuf[] body) {
+        if (body == null) return -1;
+        long length = 0;
+        for (ByteBuf piece : body) length += piece.readableBytes();
+        return length;
+    }
+
+    private MemorySegment input(ByteBuf[] body) {
         if (body == null) return Py.call(streamingInput);
         if (body.length == 0) return Py.call(bytesIO);
         ByteBuf whole = body.length == 1 ? body[0] : ALLOC.compositeBuffer(body.length).addComponents(true, body);
@@ -369,6 +378,11 @@ public final class WsgiApplication implements ServedApplication {
         return Py.newRef(write);
     }
 
+    private static final String[] REASONS = new String[1000];
+    static {
+        for (int status = 100; status < REASONS.length; status++) REASONS[status] = StatusReasons.reason(status);
+    }
+
     private static ResponseHead responseHead(MemorySegment status, MemorySegment headers) {
         if (!Py.isInstance(status, Py.UnicodeType)) throw new PythonRaise(Py.ExcTypeError, "the status must be a str such as '200 OK'");
         String text = Py.toJavaString(status);
@@ -381,6 +395,19 @@ public final class WsgiApplication implements ServedApplication {
             head = new ResponseHead(Integer.parseInt(text.substring(0, 3)));
         } catch (IllegalArgumentException e) {
             throw new PythonRaise(Py.ExcValueError, e.getMessage());
+        }
+        // The application's reason phrase goes out as given ("302 FOUND" from Werkzeug), as gunicorn sends
+        // it; compared in place, so the usual standard phrase costs no copy. gunicorn writes even CR and
+        // LF out; here such a phrase is refused like a header value with them: start_response raises
+        // ValueError, and the application's error becomes a 500.
+        String standard = REASONS[head.status()];
+        int reasonLength = text.length() - 4;
+        if (reasonLength >= 0 && !(reasonLength == standard.length() && text.regionMatches(4, standard, 0, reasonLength))) {
+            try {
+                head.reason(text.subSequence(4, text.length()));
+            } catch (IllegalArgumentException e) {
+                throw new PythonRaise(Py.ExcValueError, e.getMessage());
+            }
         }
         if (!Py.isListOrTuple(headers)) throw new PythonRaise(Py.ExcTypeError, "the response headers must be a list of (name, value) tuples");
         for (long i = 0, n = Py.fastSize(headers); i < n; i++) {

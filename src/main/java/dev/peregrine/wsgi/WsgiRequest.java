@@ -16,13 +16,19 @@ import java.util.function.Consumer;
  * One WSGI request. Its body is read ahead on the I/O thread up to {@link #READ_AHEAD} before the
  * application is called, so that a slow upload holds a connection rather than a WSGI thread; the rest
  * of a larger body is read as {@code wsgi.input} asks for it, the WSGI thread waiting without the GIL.
+ * A body without Content-Length (HTTP/1.1 chunked, HTTP/2 or HTTP/3 without content-length) is read
+ * ahead further, up to {@link #UNSIZED_READ_AHEAD}: when it ends within that, the environ can carry its
+ * length, and frameworks that read only CONTENT_LENGTH bytes (Django) see it whole.
  */
 final class WsgiRequest implements BodyReceiver {
     static final int READ_AHEAD = 64 * 1024;
+    /** Bounded so that many slow chunked uploads cannot make the server hold --max-body each. */
+    static final int UNSIZED_READ_AHEAD = 1024 * 1024;
 
     private final HttpExchange exchange;
     private final Consumer<WsgiRequest> ready;
     private final ArrayDeque<ByteBuf> body = new ArrayDeque<>(2);
+    private final int readAhead;
     private int buffered;
     private boolean bodyEnded;
     private boolean disconnected;
@@ -44,6 +50,7 @@ final class WsgiRequest implements BodyReceiver {
     WsgiRequest(HttpExchange exchange, Consumer<WsgiRequest> ready) {
         this.exchange = exchange;
         this.ready = ready;
+        this.readAhead = exchange != null && exchange.head().contentLength() < 0 ? UNSIZED_READ_AHEAD : READ_AHEAD; // null: a queue marker
     }
 
     HttpExchange exchange() { return exchange; }
@@ -65,7 +72,7 @@ final class WsgiRequest implements BodyReceiver {
             body.add(data);
             buffered += data.readableBytes();
             if (!dispatched) {
-                if (buffered >= READ_AHEAD) dispatchNow = dispatched = true;
+                if (buffered >= readAhead) dispatchNow = dispatched = true;
                 else demandMore = demanding = true;
             }
             notifyAll();

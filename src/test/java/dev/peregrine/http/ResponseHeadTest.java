@@ -241,4 +241,20 @@ class ResponseHeadTest {
         head.add(all.asSlice(2, 4), all.asSlice(8, 5));
         assertEquals(List.of("Name: Value"), headers(head));
     }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"FOUND", "Very Fine", "a\ttab", "Tr\u00e8s bien", ""})
+    void reasonPhraseIsKeptAsGiven(String reason) {
+        ResponseHead head = new ResponseHead(302);
+        head.reason(reason);
+        assertEquals(reason, new String(head.reason(), StandardCharsets.ISO_8859_1));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"a\r\nSet-Cookie: x=1", "bell\u0007", "nul\u0000", "del\u007f", "snow\u2603"})
+    void reasonPhraseThatWouldBreakTheStatusLineIsRefused(String reason) {
+        ResponseHead head = new ResponseHead(200);
+        assertThrows(IllegalArgumentException.class, () -> head.reason(reason));
+        assertEquals(null, head.reason());
+    }
 }

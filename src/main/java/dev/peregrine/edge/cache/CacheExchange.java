@@ -99,6 +99,7 @@ final class CacheExchange extends ExchangeWrapper {
             cache.pass(request.hash, claim);
         }
         ResponseHead out = new ResponseHead(head.status());
+        out.reasonOf(head);
         out.addAll(head);
         // "stored" only when the length is known to fit: a streamed body may still pass --cache-max-object.
         out.add("cache-status", "Peregrine; fwd=" + (request.noCache || request.noStore ? "request" : "miss")

@@ -56,6 +56,7 @@ final class CompressionRules {
     static ResponseHead withVary(ResponseHead head) {
         if (variesOnAcceptEncoding(head)) return head;
         ResponseHead out = new ResponseHead(head.status());
+        out.reasonOf(head);
         out.addAll(head);
         out.add("vary", "Accept-Encoding");
         return out;
@@ -68,6 +69,7 @@ final class CompressionRules {
      */
     static ResponseHead compressed(ResponseHead head, ContentCoding coding) {
         ResponseHead out = new ResponseHead(head.status());
+        out.reasonOf(head);
         byte[] data = head.data();
         for (int i = 0; i < head.count(); i++) {
             int nameStart = head.nameStart(i), nameLength = head.nameLength(i);
