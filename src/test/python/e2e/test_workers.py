@@ -455,3 +455,45 @@ def test_metrics_are_summed_over_workers_and_count_their_starts_and_restarts(sta
     # the dead worker's requests stay counted: the sum never goes down
     assert sum(after.requests().values()) >= total
     assert len(pids) >= 1
+
+
+class ignoring:
+    """Starts what is started inside it with these signals ignored, as nohup (SIGHUP), some init
+    systems and a shell's background jobs (SIGINT) do: an ignored disposition survives exec."""
+
+    def __init__(self, *signals):
+        self.signals = signals
+
+    def __enter__(self):
+        self.previous = {s: signal.signal(s, signal.SIG_IGN) for s in self.signals}
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def test_sighup_replaces_the_workers_of_a_server_started_with_it_ignored(start_server):
+    with ignoring(signal.SIGHUP, signal.SIGINT):
+        server = start_server(TARGETS["asgi"], "--workers", "2")
+    first = set(wait_workers(server, 2))
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: "received SIGHUP: replacing 2 worker(s)" in server.output(), timeout=10), server.output()[-3000:]
+    assert poll(lambda: server.output().count("Replaced worker") >= 2, timeout=90), server.output()[-3000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and not set(children(server.proc.pid)) & first, timeout=30)
+    assert server.get("/").status_code == 200
+    # SIGINT, ignored at the start as well, stops the server as at a terminal
+    os.kill(server.proc.pid, signal.SIGINT)
+    assert server.proc.wait(60) == 0
+    assert "received SIGINT: stopping 2 worker(s)" in server.output()
+
+
+def test_a_single_process_started_with_signals_ignored_logs_and_obeys_them(start_server):
+    with ignoring(signal.SIGHUP, signal.SIGINT):
+        server = start_server(TARGETS["asgi"])
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: "received SIGHUP: ignored, SIGHUP replaces workers only" in server.output(), timeout=10), server.output()[-3000:]
+    assert server.get("/").status_code == 200
+    os.kill(server.proc.pid, signal.SIGINT)
+    assert server.proc.wait(60) == 0
+    assert "received SIGINT: stopping" in server.output()
+

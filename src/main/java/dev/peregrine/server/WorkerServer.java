@@ -45,15 +45,18 @@ public final class WorkerServer {
     public int run() {
         // Before anything else: nothing is served yet, so a stop during startup (an import that hangs,
         // Ctrl-C) ends the process at once; from the startup line on, a stop is a drain.
-        Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143));
-        Signal.handle(new Signal("INT"), signal -> stopOrExit(Stop.AFTER_DELAY, 130));
+        Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143, "SIGTERM"));
+        Signal.handle(new Signal("INT"), signal -> stopOrExit(Stop.AFTER_DELAY, 130, "SIGINT"));
         Signal.handle(new Signal("HUP"), SupervisorLink.supervised()
                 // The supervisor decides about replacements; a hang-up of the terminal is not a request to stop.
-                ? signal -> { }
+                ? signal -> LOG.infof("%sreceived SIGHUP: ignored, the supervisor replaces workers", who())
                 : tls != null
                 // One process cannot replace itself, but it can take new certificates (renewed on disk) for new connections.
-                ? signal -> tls.reload()
-                : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
+                ? signal -> {
+                    LOG.info("received SIGHUP: reloading the certificates");
+                    tls.reload();
+                }
+                : signal -> LOG.warn("received SIGHUP: ignored, SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         Worker worker;
         try {
@@ -127,9 +130,20 @@ public final class WorkerServer {
         return cut > 0 ? 1 : 0;
     }
 
-    private void stopOrExit(Stop stop, int status) {
-        if (serving) stops.add(stop);
-        else Runtime.getRuntime().halt(status);
+    private void stopOrExit(Stop stop, int status, String signal) {
+        if (serving) {
+            LOG.infof("%sreceived %s: stopping", who(), signal);
+            stops.add(stop);
+        } else {
+            LOG.infof("%sreceived %s during the start: exiting", who(), signal);
+            Runtime.getRuntime().halt(status);
+        }
+    }
+
+    /** How this process's lines name it: a supervised worker says which one it is. */
+    private static String who() {
+        return SupervisorLink.supervised()
+                ? "worker " + System.getenv().getOrDefault("PEREGRINE_WORKER_ID", "?") + " (pid " + ProcessHandle.current().pid() + ") " : "";
     }
 
     private Stop awaitStop() {
