@@ -497,3 +497,21 @@ def test_a_single_process_started_with_signals_ignored_logs_and_obeys_them(start
     assert server.proc.wait(60) == 0
     assert "received SIGINT: stopping" in server.output()
 
+
+def test_sigterm_right_after_the_lifespan_startups_still_runs_every_shutdown(start_server, tmp_path):
+    # The stop lands between a worker's lifespan startup and its first accept, where it used to end
+    # the worker without its shutdown: the marker files say the moment, and the signal follows at once.
+    # Odd attempts are Ctrl-C at a terminal: SIGINT to the whole process group, then the supervisor's SIGTERM.
+    for attempt in range(4):
+        markers = tmp_path / ("lifespan-%d" % attempt)
+        markers.mkdir()
+        server = start_server(TARGETS["asgi"], "--workers", "2", env={"PEREGRINE_TEST_LIFESPAN_DIR": str(markers)}, wait=False)
+        started = lambda: sorted(p.name.split("-")[1] for p in markers.glob("startup-*"))  # noqa: E731
+        assert poll(lambda: len(started()) == 2, timeout=60, interval=0.005), server.output()[-3000:]
+        if attempt % 2:
+            os.killpg(server.proc.pid, signal.SIGINT)
+        else:
+            os.kill(server.proc.pid, signal.SIGTERM)
+        server.proc.wait(60)
+        shut_down = sorted(p.name.split("-")[1] for p in markers.glob("shutdown-*"))
+        assert shut_down == started(), "attempt %d: startups %s, shutdowns %s\n%s" % (attempt, started(), shut_down, server.output()[-3000:])

@@ -72,11 +72,14 @@ public final class WorkerAssembly {
         this.tls = tls;
     }
 
-    /** @param stopNow what the supervisor's word to stop (or its disappearance) does */
-    static Worker assemble(ServerSettings settings, TlsContexts tls, Runnable stopNow) throws StartFailure {
+    /**
+     * @param stopNow what the supervisor's word to stop (or its disappearance) does
+     * @param startingApplication run just before the application's startup (lifespan, threads) begins
+     */
+    static Worker assemble(ServerSettings settings, TlsContexts tls, Runnable stopNow, Runnable startingApplication) throws StartFailure {
         WorkerAssembly assembly = new WorkerAssembly(settings, tls);
         try {
-            return assembly.build(stopNow);
+            return assembly.build(stopNow, startingApplication);
         } catch (StartFailure e) {
             assembly.rollBack();
             throw e;
@@ -87,7 +90,7 @@ public final class WorkerAssembly {
         while (!undo.isEmpty()) undo.pop().run();
     }
 
-    private Worker build(Runnable stopNow) throws StartFailure {
+    private Worker build(Runnable stopNow, Runnable startingApplication) throws StartFailure {
         WorkerMetrics metrics;
         try {
             // Before Python starts: a port that is taken is reported at once, with nothing to undo.
@@ -141,6 +144,7 @@ public final class WorkerAssembly {
         }
 
         String flavour;
+        startingApplication.run();
         try {
             flavour = application.start();
         } catch (IllegalStateException e) {
