@@ -515,3 +515,18 @@ def test_sigterm_right_after_the_lifespan_startups_still_runs_every_shutdown(sta
         server.proc.wait(60)
         shut_down = sorted(p.name.split("-")[1] for p in markers.glob("shutdown-*"))
         assert shut_down == started(), "attempt %d: startups %s, shutdowns %s\n%s" % (attempt, started(), shut_down, server.output()[-3000:])
+
+
+def test_a_worker_killed_soon_after_its_start_is_replaced_at_once_and_its_successor_serves(start_server):
+    server = start_server(TARGETS["asgi"], "--workers", "2")
+    before = wait_workers(server, 2)
+    # Young (well within the supervisor's 10 s start-up window): one such death is no crash loop yet.
+    os.kill(before[0], signal.SIGKILL)
+    assert poll(lambda: "(pid %d) exited unexpectedly" % before[0] in server.output(), timeout=10), server.output()[-3000:]
+    line = next(l for l in server.output().splitlines() if "(pid %d) exited unexpectedly" % before[0] in l)
+    assert line.endswith("starting a new one"), line
+    successor = poll(lambda: [p for p in children(server.proc.pid) if p not in before], timeout=30)
+    assert len(successor) == 1, (before, children(server.proc.pid))
+    # the successor itself answers, over a new connection
+    seen = set()
+    assert poll(lambda: seen.update(served_pids(server, 10)) or successor[0] in seen, timeout=60), (seen, successor, server.output()[-3000:])

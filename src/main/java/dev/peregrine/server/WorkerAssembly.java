@@ -45,6 +45,7 @@ import java.util.concurrent.TimeUnit;
  * registers how to undo it; a step that fails undoes all before it, in reverse, in one place.
  */
 public final class WorkerAssembly {
+    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
     /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
     static final class StartFailure extends Exception {
         final int status;
@@ -91,6 +92,10 @@ public final class WorkerAssembly {
     }
 
     private Worker build(Runnable stopNow, Runnable startingApplication) throws StartFailure {
+        // How long each step took, in the debug log: a replaced worker's time to serve is all start-up.
+        long begun = System.nanoTime();
+        long jvmMillis = ProcessHandle.current().info().startInstant()
+                .map(t -> java.time.Duration.between(t, java.time.Instant.now()).toMillis()).orElse(-1L);
         WorkerMetrics metrics;
         try {
             // Before Python starts: a port that is taken is reported at once, with nothing to undo.
@@ -119,6 +124,7 @@ public final class WorkerAssembly {
         } catch (PythonInstall.Unusable e) {
             throw new StartFailure(1, e.getMessage(), "");
         }
+        long pythonStarted = System.nanoTime();
 
         ServedApplication application;
         String protocol;
@@ -143,6 +149,7 @@ public final class WorkerAssembly {
             PythonInterpreter.release(gil);
         }
 
+        long imported = System.nanoTime();
         String flavour;
         startingApplication.run();
         try {
@@ -151,6 +158,7 @@ public final class WorkerAssembly {
             throw new StartFailure(3, e.getMessage(), "");
         }
         undo.push(() -> WorkerServer.stopApplication(application, settings));
+        long applicationStarted = System.nanoTime();
         if (settings.python().gcFreeze()) PythonInterpreter.freezeStartupObjects();
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
@@ -206,6 +214,10 @@ public final class WorkerAssembly {
                         + " (--redirect-http): " + e.getMessage(), "");
             }
         }
+        long end = System.nanoTime();
+        LOG.debugf("Start-up took %d ms from the process's start: JVM and Quarkus %d ms, Python %d ms, import %d ms, application startup %d ms, sockets %d ms",
+                jvmMillis < 0 ? -1 : jvmMillis + (end - begun) / 1_000_000, jvmMillis, (pythonStarted - begun) / 1_000_000,
+                (imported - pythonStarted) / 1_000_000, (applicationStarted - imported) / 1_000_000, (end - applicationStarted) / 1_000_000);
         return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link);
     }
 

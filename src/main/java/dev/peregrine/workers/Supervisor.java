@@ -339,8 +339,10 @@ public final class Supervisor {
         if (metrics != null) metrics.restarted();
         long delay = 0;
         if (w.ageSeconds() < STARTUP_FAILURE_SECONDS) {
+            // The first early death is replaced at once like any other: one kill or crash soon after a
+            // start is no loop yet, and the new worker's start-up is already the whole of the wait.
             failures[position]++;
-            delay = Math.min(MAX_BACKOFF_MILLIS, 500L << Math.min(16, failures[position] - 1));
+            if (failures[position] > 1) delay = Math.min(MAX_BACKOFF_MILLIS, 500L << Math.min(16, failures[position] - 2));
         } else {
             failures[position] = 0;
         }
