@@ -530,3 +530,31 @@ def test_a_worker_killed_soon_after_its_start_is_replaced_at_once_and_its_succes
     # the successor itself answers, over a new connection
     seen = set()
     assert poll(lambda: seen.update(served_pids(server, 10)) or successor[0] in seen, timeout=60), (seen, successor, server.output()[-3000:])
+
+
+def test_a_worker_whose_wsgi_threads_are_all_busy_leaves_new_connections_to_the_others(start_server, tmp_path):
+    server = start_server(TARGETS["wsgi"], "--workers", "2", "--wsgi-threads", "1")
+    wait_workers(server, 2)
+    held = HeldRequest(server, tmp_path)
+    # New connections while one worker's only thread is held: each must be answered by the other
+    # worker, none may wait behind the held request.
+    answers, errors = [], []
+
+    def client():
+        try:
+            with server.raw(timeout=60) as c:
+                answers.append(int(c.request("GET", "/pid", timeout=60).body))
+        except Exception as e:  # noqa: BLE001 - counted below
+            errors.append(e)
+
+    clients = [threading.Thread(target=client, daemon=True) for _ in range(10)]
+    for t in clients:
+        t.start()
+    poll(lambda: len(answers) + len(errors) == 10, timeout=20)
+    before_release = len(answers)
+    held.release()
+    for t in clients:
+        t.join(60)
+    assert before_release == 10 and not errors, "answered %d of 10 before the held request was released, errors %r" % (before_release, errors)
+    assert held.response().status == 200
+    assert len(set(answers)) == 1, answers

@@ -203,6 +203,21 @@ public final class WorkerAssembly {
                     : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
         }
         undo.push(listener::close);
+        if (link != null) {
+            // Other workers accept on the same socket: while every WSGI thread here is taken, a connection
+            // this worker accepted would wait behind them, where another worker could answer it at once.
+            // The check runs on the listener's event loop, so the last word is always the current state;
+            // changes that come while a check is pending share it (with one thread, every request is two).
+            Channel accepting = listener;
+            java.util.concurrent.atomic.AtomicBoolean pending = new java.util.concurrent.atomic.AtomicBoolean();
+            Runnable recheck = () -> {
+                pending.set(false);
+                accepting.config().setAutoRead(!application.saturated());
+            };
+            application.onSaturationChange(() -> {
+                if (pending.compareAndSet(false, true)) accepting.eventLoop().execute(recheck);
+            });
+        }
 
         Channel redirect = null;
         if (link == null && settings.tls().redirectHttpPort() != null) {
