@@ -6,10 +6,12 @@ application sees the packages installed beside Peregrine, as with uvicorn. The c
 process with the JVM (exec): signals such as SIGTERM and SIGHUP reach the server itself, and the
 supervisor starts its workers by running its own command line again.
 
-Only os and sys are imported (shlex when PEREGRINE_JAVA_OPTS is set): this runs before every start.
+Only os, signal and sys are imported (shlex when PEREGRINE_JAVA_OPTS is set): this runs before every
+start.
 """
 
 import os
+import signal
 import sys
 
 RUNTIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_runtime")
@@ -42,6 +44,12 @@ def main():
         sys.exit("peregrine: Python cannot tell its own executable (sys.executable is empty): run the server with --venv")
     os.environ[PYTHON_ENV] = sys.executable
     argv = command(sys.argv[1:], os.environ)
+    # Under nohup (or an init system, or a shell's background job) a signal may arrive here ignored, and
+    # the JVM would then never handle it: SIGHUP would not replace the workers. The server resets these
+    # itself too; doing it here as well covers the moments before its own code runs.
+    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) == signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)

@@ -14,6 +14,8 @@ Routes (both protocols):
 The ASGI lifespan startup waits while the file named by PEREGRINE_TEST_STARTUP_GATE
 does not exist (when that variable is set), so a test can hold a worker in startup; each
 worker that waits there creates GATE.waiting-PID first, so the test can tell it does.
+When PEREGRINE_TEST_LIFESPAN_DIR is set, each worker creates startup-PID in that directory as
+its lifespan startup completes, and shutdown-PID as its lifespan shutdown runs.
 """
 
 import asyncio
@@ -32,6 +34,12 @@ def _held(query):
     """The gate of /hold, once the marker says the application has the request."""
     open(query["mark"][0], "w").close()
     return query["gate"][0]
+
+
+def _lifespan_marker(phase):
+    directory = os.environ.get("PEREGRINE_TEST_LIFESPAN_DIR")
+    if directory:
+        open(os.path.join(directory, "%s-%d" % (phase, os.getpid())), "w").close()
 
 
 def _route(path, query):
@@ -59,8 +67,10 @@ async def app(scope, receive, send):
                     open("%s.waiting-%d" % (gate, os.getpid()), "w").close()
                 while gate and not os.path.exists(gate):
                     await asyncio.sleep(0.05)
+                _lifespan_marker("startup")
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                _lifespan_marker("shutdown")
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     query = parse_qs(scope["query_string"].decode())

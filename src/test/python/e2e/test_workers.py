@@ -455,3 +455,106 @@ def test_metrics_are_summed_over_workers_and_count_their_starts_and_restarts(sta
     # the dead worker's requests stay counted: the sum never goes down
     assert sum(after.requests().values()) >= total
     assert len(pids) >= 1
+
+
+class ignoring:
+    """Starts what is started inside it with these signals ignored, as nohup (SIGHUP), some init
+    systems and a shell's background jobs (SIGINT) do: an ignored disposition survives exec."""
+
+    def __init__(self, *signals):
+        self.signals = signals
+
+    def __enter__(self):
+        self.previous = {s: signal.signal(s, signal.SIG_IGN) for s in self.signals}
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def test_sighup_replaces_the_workers_of_a_server_started_with_it_ignored(start_server):
+    with ignoring(signal.SIGHUP, signal.SIGINT):
+        server = start_server(TARGETS["asgi"], "--workers", "2")
+    first = set(wait_workers(server, 2))
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: "received SIGHUP: replacing 2 worker(s)" in server.output(), timeout=10), server.output()[-3000:]
+    assert poll(lambda: server.output().count("Replaced worker") >= 2, timeout=90), server.output()[-3000:]
+    assert poll(lambda: len(children(server.proc.pid)) == 2 and not set(children(server.proc.pid)) & first, timeout=30)
+    assert server.get("/").status_code == 200
+    # SIGINT, ignored at the start as well, stops the server as at a terminal
+    os.kill(server.proc.pid, signal.SIGINT)
+    assert server.proc.wait(60) == 0
+    assert "received SIGINT: stopping 2 worker(s)" in server.output()
+
+
+def test_a_single_process_started_with_signals_ignored_logs_and_obeys_them(start_server):
+    with ignoring(signal.SIGHUP, signal.SIGINT):
+        server = start_server(TARGETS["asgi"])
+    os.kill(server.proc.pid, signal.SIGHUP)
+    assert poll(lambda: "received SIGHUP: ignored, SIGHUP replaces workers only" in server.output(), timeout=10), server.output()[-3000:]
+    assert server.get("/").status_code == 200
+    os.kill(server.proc.pid, signal.SIGINT)
+    assert server.proc.wait(60) == 0
+    assert "received SIGINT: stopping" in server.output()
+
+
+def test_sigterm_right_after_the_lifespan_startups_still_runs_every_shutdown(start_server, tmp_path):
+    # The stop lands between a worker's lifespan startup and its first accept, where it used to end
+    # the worker without its shutdown: the marker files say the moment, and the signal follows at once.
+    # Odd attempts are Ctrl-C at a terminal: SIGINT to the whole process group, then the supervisor's SIGTERM.
+    for attempt in range(4):
+        markers = tmp_path / ("lifespan-%d" % attempt)
+        markers.mkdir()
+        server = start_server(TARGETS["asgi"], "--workers", "2", env={"PEREGRINE_TEST_LIFESPAN_DIR": str(markers)}, wait=False)
+        started = lambda: sorted(p.name.split("-")[1] for p in markers.glob("startup-*"))  # noqa: E731
+        assert poll(lambda: len(started()) == 2, timeout=60, interval=0.005), server.output()[-3000:]
+        if attempt % 2:
+            os.killpg(server.proc.pid, signal.SIGINT)
+        else:
+            os.kill(server.proc.pid, signal.SIGTERM)
+        server.proc.wait(60)
+        shut_down = sorted(p.name.split("-")[1] for p in markers.glob("shutdown-*"))
+        assert shut_down == started(), "attempt %d: startups %s, shutdowns %s\n%s" % (attempt, started(), shut_down, server.output()[-3000:])
+
+
+def test_a_worker_killed_soon_after_its_start_is_replaced_at_once_and_its_successor_serves(start_server):
+    server = start_server(TARGETS["asgi"], "--workers", "2")
+    before = wait_workers(server, 2)
+    # Young (well within the supervisor's 10 s start-up window): one such death is no crash loop yet.
+    os.kill(before[0], signal.SIGKILL)
+    assert poll(lambda: "(pid %d) exited unexpectedly" % before[0] in server.output(), timeout=10), server.output()[-3000:]
+    line = next(l for l in server.output().splitlines() if "(pid %d) exited unexpectedly" % before[0] in l)
+    assert line.endswith("starting a new one"), line
+    successor = poll(lambda: [p for p in children(server.proc.pid) if p not in before], timeout=30)
+    assert len(successor) == 1, (before, children(server.proc.pid))
+    # the successor itself answers, over a new connection
+    seen = set()
+    assert poll(lambda: seen.update(served_pids(server, 10)) or successor[0] in seen, timeout=60), (seen, successor, server.output()[-3000:])
+
+
+def test_a_worker_whose_wsgi_threads_are_all_busy_leaves_new_connections_to_the_others(start_server, tmp_path):
+    server = start_server(TARGETS["wsgi"], "--workers", "2", "--wsgi-threads", "1")
+    wait_workers(server, 2)
+    held = HeldRequest(server, tmp_path)
+    # New connections while one worker's only thread is held: each must be answered by the other
+    # worker, none may wait behind the held request.
+    answers, errors = [], []
+
+    def client():
+        try:
+            with server.raw(timeout=60) as c:
+                answers.append(int(c.request("GET", "/pid", timeout=60).body))
+        except Exception as e:  # noqa: BLE001 - counted below
+            errors.append(e)
+
+    clients = [threading.Thread(target=client, daemon=True) for _ in range(10)]
+    for t in clients:
+        t.start()
+    poll(lambda: len(answers) + len(errors) == 10, timeout=20)
+    before_release = len(answers)
+    held.release()
+    for t in clients:
+        t.join(60)
+    assert before_release == 10 and not errors, "answered %d of 10 before the held request was released, errors %r" % (before_release, errors)
+    assert held.response().status == 200
+    assert len(set(answers)) == 1, answers

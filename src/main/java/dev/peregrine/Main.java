@@ -10,6 +10,7 @@ import dev.peregrine.workers.Supervisor;
 import dev.peregrine.workers.SupervisorLink;
 import jakarta.enterprise.context.ApplicationScoped;
 
+import java.util.List;
 import java.util.logging.Level;
 
 /**
@@ -23,6 +24,12 @@ public class Main implements Launcher {
     @Override
     public int launch(ServerSettings settings) {
         applyLogLevel(settings.operations().logLevel());
+        // Before either kind of process installs its handlers, which HotSpot skips for an ignored signal.
+        List<String> unignored = SignalDispositions.resetIgnored();
+        if (!unignored.isEmpty()) {
+            org.jboss.logging.Logger.getLogger("peregrine").debugf("%s ignored when this process started (nohup?): handled all the same",
+                    String.join(", ", unignored));
+        }
         TlsContexts tls;
         try {
             // Read before anything starts, so that a bad certificate or key ends the start with status 2;

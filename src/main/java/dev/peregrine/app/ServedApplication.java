@@ -22,6 +22,18 @@ public interface ServedApplication extends Application {
         return null;
     }
 
+    /**
+     * Whether every thread that runs the application is taken (queued requests count): a new
+     * connection accepted now would wait. Only WSGI, whose threads block, can be; ASGI never is.
+     */
+    default boolean saturated() {
+        return false;
+    }
+
+    /** Runs {@code change} (on whichever thread) each time {@link #saturated()} may have changed. */
+    default void onSaturationChange(Runnable change) {
+    }
+
     /** After the last request: stops the Python thread(s) (ASGI runs its lifespan shutdown). */
     void stop(long timeoutMillis) throws InterruptedException;
 }

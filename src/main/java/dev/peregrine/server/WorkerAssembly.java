@@ -45,6 +45,7 @@ import java.util.concurrent.TimeUnit;
  * registers how to undo it; a step that fails undoes all before it, in reverse, in one place.
  */
 public final class WorkerAssembly {
+    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
     /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
     static final class StartFailure extends Exception {
         final int status;
@@ -72,11 +73,14 @@ public final class WorkerAssembly {
         this.tls = tls;
     }
 
-    /** @param stopNow what the supervisor's word to stop (or its disappearance) does */
-    static Worker assemble(ServerSettings settings, TlsContexts tls, Runnable stopNow) throws StartFailure {
+    /**
+     * @param stopNow what the supervisor's word to stop (or its disappearance) does
+     * @param startingApplication run just before the application's startup (lifespan, threads) begins
+     */
+    static Worker assemble(ServerSettings settings, TlsContexts tls, Runnable stopNow, Runnable startingApplication) throws StartFailure {
         WorkerAssembly assembly = new WorkerAssembly(settings, tls);
         try {
-            return assembly.build(stopNow);
+            return assembly.build(stopNow, startingApplication);
         } catch (StartFailure e) {
             assembly.rollBack();
             throw e;
@@ -87,7 +91,11 @@ public final class WorkerAssembly {
         while (!undo.isEmpty()) undo.pop().run();
     }
 
-    private Worker build(Runnable stopNow) throws StartFailure {
+    private Worker build(Runnable stopNow, Runnable startingApplication) throws StartFailure {
+        // How long each step took, in the debug log: a replaced worker's time to serve is all start-up.
+        long begun = System.nanoTime();
+        long jvmMillis = ProcessHandle.current().info().startInstant()
+                .map(t -> java.time.Duration.between(t, java.time.Instant.now()).toMillis()).orElse(-1L);
         WorkerMetrics metrics;
         try {
             // Before Python starts: a port that is taken is reported at once, with nothing to undo.
@@ -116,6 +124,7 @@ public final class WorkerAssembly {
         } catch (PythonInstall.Unusable e) {
             throw new StartFailure(1, e.getMessage(), "");
         }
+        long pythonStarted = System.nanoTime();
 
         ServedApplication application;
         String protocol;
@@ -140,13 +149,16 @@ public final class WorkerAssembly {
             PythonInterpreter.release(gil);
         }
 
+        long imported = System.nanoTime();
         String flavour;
+        startingApplication.run();
         try {
             flavour = application.start();
         } catch (IllegalStateException e) {
             throw new StartFailure(3, e.getMessage(), "");
         }
         undo.push(() -> WorkerServer.stopApplication(application, settings));
+        long applicationStarted = System.nanoTime();
         if (settings.python().gcFreeze()) PythonInterpreter.freezeStartupObjects();
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
@@ -191,6 +203,21 @@ public final class WorkerAssembly {
                     : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
         }
         undo.push(listener::close);
+        if (link != null) {
+            // Other workers accept on the same socket: while every WSGI thread here is taken, a connection
+            // this worker accepted would wait behind them, where another worker could answer it at once.
+            // The check runs on the listener's event loop, so the last word is always the current state;
+            // changes that come while a check is pending share it (with one thread, every request is two).
+            Channel accepting = listener;
+            java.util.concurrent.atomic.AtomicBoolean pending = new java.util.concurrent.atomic.AtomicBoolean();
+            Runnable recheck = () -> {
+                pending.set(false);
+                accepting.config().setAutoRead(!application.saturated());
+            };
+            application.onSaturationChange(() -> {
+                if (pending.compareAndSet(false, true)) accepting.eventLoop().execute(recheck);
+            });
+        }
 
         Channel redirect = null;
         if (link == null && settings.tls().redirectHttpPort() != null) {
@@ -202,6 +229,10 @@ public final class WorkerAssembly {
                         + " (--redirect-http): " + e.getMessage(), "");
             }
         }
+        long end = System.nanoTime();
+        LOG.debugf("Start-up took %d ms from the process's start: JVM and Quarkus %d ms, Python %d ms, import %d ms, application startup %d ms, sockets %d ms",
+                jvmMillis < 0 ? -1 : jvmMillis + (end - begun) / 1_000_000, jvmMillis, (pythonStarted - begun) / 1_000_000,
+                (imported - pythonStarted) / 1_000_000, (applicationStarted - imported) / 1_000_000, (end - applicationStarted) / 1_000_000);
         return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link);
     }
 

@@ -41,27 +41,57 @@ public final class WorkerServer {
     /** How a stop was asked for: by a signal (the drain delay applies) or by the supervisor (at once). */
     private enum Stop { AFTER_DELAY, NOW }
 
+    /**
+     * Where the start is, which decides what a signal does. While the application is imported nothing
+     * needs undoing, so a stop ends the process at once. From the moment its startup (ASGI lifespan,
+     * WSGI threads) begins, the application may hold what only its shutdown releases (a pool, a
+     * connection), so a stop waits for the startup to complete and then runs the shutdown; only a
+     * second signal during that startup (one that hangs) ends a single process at once.
+     */
+    private enum Phase { LOADING, STARTING_APPLICATION, RUNNING }
+
+    private final Object phaseLock = new Object();
+    /** Guarded by phaseLock. */
+    private Phase phase = Phase.LOADING;
+    /** Guarded by phaseLock: a stop came during the application's startup. */
+    private boolean stopDuringStartup;
+
     /** Serves until SIGTERM or SIGINT (or the supervisor's word); returns the exit status. */
     public int run() {
-        // Before anything else: nothing is served yet, so a stop during startup (an import that hangs,
-        // Ctrl-C) ends the process at once; from the startup line on, a stop is a drain.
-        Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143));
-        Signal.handle(new Signal("INT"), signal -> stopOrExit(Stop.AFTER_DELAY, 130));
+        // Before anything else, so that every signal is heard and logged, in whichever phase it comes.
+        Signal.handle(new Signal("TERM"), signal -> stopOrExit(Stop.AFTER_DELAY, 143, "SIGTERM"));
+        Signal.handle(new Signal("INT"), signal -> stopOrExit(Stop.AFTER_DELAY, 130, "SIGINT"));
         Signal.handle(new Signal("HUP"), SupervisorLink.supervised()
                 // The supervisor decides about replacements; a hang-up of the terminal is not a request to stop.
-                ? signal -> { }
+                ? signal -> LOG.infof("%sreceived SIGHUP: ignored, the supervisor replaces workers", who())
                 : tls != null
                 // One process cannot replace itself, but it can take new certificates (renewed on disk) for new connections.
-                ? signal -> tls.reload()
-                : signal -> LOG.warn("SIGHUP replaces workers only when a supervisor runs them: "
+                ? signal -> {
+                    LOG.info("received SIGHUP: reloading the certificates");
+                    tls.reload();
+                }
+                : signal -> LOG.warn("received SIGHUP: ignored, SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         Worker worker;
         try {
-            worker = WorkerAssembly.assemble(settings, tls, () -> stops.add(Stop.NOW));
+            worker = WorkerAssembly.assemble(settings, tls, () -> stops.add(Stop.NOW), () -> {
+                synchronized (phaseLock) {
+                    phase = Phase.STARTING_APPLICATION;
+                }
+            });
         } catch (StartFailure e) {
             if (!e.traceback.isEmpty()) System.err.println(e.traceback);
             System.err.println("peregrine: " + e.getMessage());
             return e.status;
+        }
+        boolean stoppedDuringStartup;
+        synchronized (phaseLock) {
+            phase = Phase.RUNNING;
+            stoppedDuringStartup = stopDuringStartup;
+        }
+        if (stoppedDuringStartup) {
+            // Never announced, so nothing to drain for: straight to the shutdown, with the application's.
+            return drain(worker);
         }
         serving = true;
         announce(worker);
@@ -127,9 +157,41 @@ public final class WorkerServer {
         return cut > 0 ? 1 : 0;
     }
 
-    private void stopOrExit(Stop stop, int status) {
-        if (serving) stops.add(stop);
-        else Runtime.getRuntime().halt(status);
+    private void stopOrExit(Stop stop, int status, String signal) {
+        synchronized (phaseLock) {
+            switch (phase) {
+                case LOADING -> {
+                    LOG.infof("%sreceived %s while loading the application: exiting", who(), signal);
+                    Runtime.getRuntime().halt(status);
+                }
+                case STARTING_APPLICATION -> {
+                    // Under a supervisor a second signal is no one's impatience: Ctrl-C at a terminal
+                    // reaches every process of the group and the supervisor then sends its SIGTERM too.
+                    // The supervisor kills a worker that does not stop in time.
+                    if (stopDuringStartup && !SupervisorLink.supervised()) {
+                        LOG.warnf("%sreceived %s again during the application's startup: exiting without its shutdown", who(), signal);
+                        Runtime.getRuntime().halt(status);
+                    }
+                    if (stopDuringStartup) {
+                        LOG.infof("%sreceived %s during the application's startup: already stopping once it completes", who(), signal);
+                        return;
+                    }
+                    stopDuringStartup = true;
+                    LOG.infof("%sreceived %s during the application's startup: stopping once it completes", who(), signal);
+                    stops.add(stop);
+                }
+                case RUNNING -> {
+                    LOG.infof("%sreceived %s: %s", who(), signal, serving ? "stopping" : "stopping once started");
+                    stops.add(stop);
+                }
+            }
+        }
+    }
+
+    /** How this process's lines name it: a supervised worker says which one it is. */
+    private static String who() {
+        return SupervisorLink.supervised()
+                ? "worker " + System.getenv().getOrDefault("PEREGRINE_WORKER_ID", "?") + " (pid " + ProcessHandle.current().pid() + ") " : "";
     }
 
     private Stop awaitStop() {

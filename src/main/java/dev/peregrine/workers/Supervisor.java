@@ -216,8 +216,10 @@ public final class Supervisor {
             }
             switch (event) {
                 case Stop stop -> {
-                    if (!stopping) {
-                        LOG.infof("%s: stopping %d worker(s)", stop.signal(), live.size());
+                    if (stopping) {
+                        if (stop.signal().startsWith("SIG")) LOG.infof("received %s: already stopping, %d worker(s) still running", stop.signal(), live.size());
+                    } else {
+                        LOG.infof("%s%s: stopping %d worker(s)", stop.signal().startsWith("SIG") ? "received " : "", stop.signal(), live.size());
                         beginStopping();
                         toReplace.clear();
                         for (WorkerProcess w : live) w.terminate();
@@ -338,8 +340,10 @@ public final class Supervisor {
         if (metrics != null) metrics.restarted();
         long delay = 0;
         if (w.ageSeconds() < STARTUP_FAILURE_SECONDS) {
+            // The first early death is replaced at once like any other: one kill or crash soon after a
+            // start is no loop yet, and the new worker's start-up is already the whole of the wait.
             failures[position]++;
-            delay = Math.min(MAX_BACKOFF_MILLIS, 500L << Math.min(16, failures[position] - 1));
+            if (failures[position] > 1) delay = Math.min(MAX_BACKOFF_MILLIS, 500L << Math.min(16, failures[position] - 2));
         } else {
             failures[position] = 0;
         }
@@ -351,12 +355,18 @@ public final class Supervisor {
 
     /** Starts replacing every worker, one at a time; a request during a round queues one more round. */
     private void replaceAll(String reason) {
-        if (stopping) return;
+        String said = reason.startsWith("SIG") ? "received " + reason : reason;
+        if (stopping) {
+            if (reason.startsWith("SIG")) LOG.infof("%s: ignored, the server is stopping", said);
+            return;
+        }
         if (incoming != null || !toReplace.isEmpty()) {
+            if (!replaceAgain) LOG.infof("%s: a replacement is under way; another round follows it", said);
+            else LOG.infof("%s: a replacement is under way and another round is already due", said);
             replaceAgain = true;
             return;
         }
-        LOG.infof("%s: replacing %d worker(s) one at a time", reason, serving.length);
+        LOG.infof("%s: replacing %d worker(s) one at a time", said, serving.length);
         for (int i = 0; i < serving.length; i++) toReplace.add(i);
         replaceNext();
     }

@@ -55,6 +55,9 @@ public final class WsgiApplication implements ServedApplication {
     private final Consumer<WsgiRequest> enqueue = this::enqueue;
     private final BorrowedBytes borrowed = new BorrowedBytes(() -> queue.add(DRAIN));
     private final BatchWatchdog watchdog = new BatchWatchdog();
+    /** Requests queued or running: from {@code threads} on, a new one would wait for a thread. */
+    private final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
+    private volatile Runnable saturationChange = () -> {};
 
     private EnvironBuilder environs;
     private MemorySegment startResponse;
@@ -142,7 +145,18 @@ public final class WsgiApplication implements ServedApplication {
     /** The request's head and read-ahead body are in: from now on it waits for a WSGI thread. */
     private void enqueue(WsgiRequest request) {
         request.readyNanos = metrics.clock();
+        if (pending.incrementAndGet() == threads) saturationChange.run();
         queue.add(request);
+    }
+
+    @Override
+    public boolean saturated() {
+        return pending.get() >= threads;
+    }
+
+    @Override
+    public void onSaturationChange(Runnable change) {
+        saturationChange = change;
     }
 
     private WsgiRequest request() {
@@ -193,6 +207,7 @@ public final class WsgiApplication implements ServedApplication {
                 request.releaseBody();
                 borrowed.drain();
                 PythonInterpreter.release(gil);
+                if (pending.getAndDecrement() == threads) saturationChange.run();
             }
         }
     }
