@@ -36,6 +36,7 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Puts one worker together, in the order that lets each failure be reported with nothing half-started:
@@ -209,7 +210,7 @@ public final class WorkerAssembly {
             // The check runs on the listener's event loop, so the last word is always the current state;
             // changes that come while a check is pending share it (with one thread, every request is two).
             Channel accepting = listener;
-            java.util.concurrent.atomic.AtomicBoolean pending = new java.util.concurrent.atomic.AtomicBoolean();
+            AtomicBoolean pending = new AtomicBoolean();
             Runnable recheck = () -> {
                 pending.set(false);
                 accepting.config().setAutoRead(!application.saturated());

@@ -29,6 +29,7 @@ import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.function.Consumer;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Serves a PEP 3333 application on {@code --wsgi-threads} platform threads. Each takes a request whose
@@ -56,7 +57,7 @@ public final class WsgiApplication implements ServedApplication {
     private final BorrowedBytes borrowed = new BorrowedBytes(() -> queue.add(DRAIN));
     private final BatchWatchdog watchdog = new BatchWatchdog();
     /** Requests queued or running: from {@code threads} on, a new one would wait for a thread. */
-    private final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger pending = new AtomicInteger();
     private volatile Runnable saturationChange = () -> {};
 
     private EnvironBuilder environs;
