@@ -519,6 +519,14 @@ class RawConn:
             lines.append("Content-Length: %d" % len(body))
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
+    def send_chunked(self, path, body, piece=7000):
+        """POST body with Transfer-Encoding: chunked, in chunks of `piece` bytes, each sent on its own."""
+        self.send(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" % path.encode())
+        for i in range(0, len(body), piece):
+            chunk = body[i : i + piece]
+            self.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.send(b"0\r\n\r\n")
+
     def send_request(self, method="GET", path="/", headers=None, body=b"", version="HTTP/1.1", host="127.0.0.1"):
         self.send(self.request_bytes(method, path, headers, body, version, host))
 

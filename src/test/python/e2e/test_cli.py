@@ -147,6 +147,14 @@ def test_unknown_option_names_only_it_and_suggests_the_closest(typed):
     assert "raw_asgi:app" not in lines[0] and "wsgi" not in lines[0], out
 
 
+
+@pytest.mark.peregrine_only
+def test_unknown_option_sharing_only_a_prefix_gets_no_guess():
+    # "--no-" is all it shares with --no-lifespan and the like
+    code, out = run_cli("--no-such-option", "raw_asgi:app")
+    assert (code, out.strip()) == (2, "peregrine: Unknown option: '--no-such-option'"), out
+
+
 @pytest.mark.peregrine_only
 def test_bad_option_value_exits_2_naming_it():
     code, out = run_cli("--port", "abc", "raw_asgi:app")

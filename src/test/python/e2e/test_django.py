@@ -44,11 +44,7 @@ UPLOAD = bytes(range(256)) * 400  # 100 KiB with every byte value
 @pytest.mark.peregrine_only  # Django reads CONTENT_LENGTH bytes only: on gunicorn a chunked body is empty
 def test_chunked_upload_reaches_request_body_whole(django_server):
     with django_server.raw() as c:
-        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for i in range(0, len(UPLOAD), 7000):
-            piece = UPLOAD[i : i + 7000]
-            c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
-        c.send(b"0\r\n\r\n")
+        c.send_chunked("/echo", UPLOAD)
         r = c.read_response()
     assert r.status == 200
     assert r.body == UPLOAD

@@ -96,11 +96,7 @@ def test_chunked_upload_reaches_the_view_whole(flask_server):
     # Werkzeug reads a body without Content-Length only when the server says
     # wsgi.input ends by itself (wsgi.input_terminated); otherwise the view gets b"".
     with flask_server.raw() as c:
-        c.send(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for i in range(0, len(UPLOAD), 7000):
-            piece = UPLOAD[i : i + 7000]
-            c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
-        c.send(b"0\r\n\r\n")
+        c.send_chunked("/echo", UPLOAD)
         r = c.read_response()
     assert r.status == 200
     assert r.body == UPLOAD

@@ -133,11 +133,7 @@ def test_input_read(wsgi, mode):
 def test_input_read_chunked_request(wsgi, mode, size):
     body = (BINARY * (size // len(BINARY) + 1))[:size]
     with wsgi.raw(timeout=30) as c:
-        c.send(b"POST /echo?mode=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" % mode.encode())
-        for i in range(0, len(body), 7000):
-            p = body[i : i + 7000]
-            c.send(b"%x\r\n%s\r\n" % (len(p), p))
-        c.send(b"0\r\n\r\n")
+        c.send_chunked("/echo?mode=%s" % mode, body)
         r = c.read_response()
     assert r.status == 200
     assert r.body == body

@@ -69,7 +69,7 @@ public class CommandLineSetup {
      * Names the unknown options only: picocli also lists what an unknown option left unconsumed (in
      * {@code --prot wsgi app:app}, "wsgi" becomes the target and "app:app" looks unknown too), which
      * points at the wrong argument. The suggestion is picocli's (the options sharing the typed name's
-     * first two letters), narrowed to the one that shares the most of it, and only when that is three or more.
+     * first two letters), narrowed to the one that shares the most of it, and only when that is three letters or more and half the name.
      */
     private static String unknownOption(UnmatchedArgumentException ex) {
         List<String> unknown = ex.getUnmatched().stream()
@@ -89,8 +89,9 @@ public class CommandLineSetup {
                 best = name;
             }
         }
-        // Two letters in common is what picocli's candidates all have; a guess needs a third.
-        if (best != null && unknown.size() == 1 && shared >= "--".length() + 3) message.append(" (did you mean '").append(best).append("'?)");
+        // Two letters in common is what picocli's candidates all have; a guess needs a third, and half the typed
+        // name ("--no-such-option" shares only "--no-" with "--no-lifespan": no guess).
+        if (best != null && unknown.size() == 1 && shared >= "--".length() + 3 && 2 * shared >= typed.length()) message.append(" (did you mean '").append(best).append("'?)");
         return message.toString();
     }
 

@@ -13,6 +13,7 @@ import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.socket.DuplexChannel;
@@ -201,7 +202,10 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Room was needed for a new connection, and this one had waited on its client longest. */
     private void reclaimed() {
         if (state == State.HEAD && input.isReadable()) {
-            refuse(Refusal.of(408, "request head too slow while the server is full"), null);
+            // Closed at once, not lingering: the connection's slot is what the new one needs.
+            ChannelFuture written = answer(Refusal.of(408, "request head too slow while the server is full"), null);
+            state = State.CLOSED;
+            written.addListener(ChannelFutureListener.CLOSE);
         } else if (state == State.HEAD || state == State.LINGERING) {
             state = State.CLOSED;
             ctx.close();
@@ -296,10 +300,14 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
      * can be trusted. {@code head}: the request refused, when it was parsed (its method and version are counted).
      */
     void refuse(Refusal refusal, RequestHead head) {
+        closeLingering(answer(refusal, head));
+    }
+
+    private ChannelFuture answer(Refusal refusal, RequestHead head) {
         input.skipBytes(input.readableBytes());
         ByteBuf out = ResponseEncoder.refusal(ctx.alloc(), refusal);
         core.refused(head, head == null ? MetricsLayout.HTTP_1_1 : protocol(head), refusal.status(), headStarted, out.readableBytes());
-        closeLingering(ctx.writeAndFlush(out));
+        return ctx.writeAndFlush(out);
     }
 
     /**
