@@ -448,22 +448,29 @@ def _closed_without_response(server):
         return True
 
 
-@pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
-def test_max_connections(start_server):
-    """Connections busy with requests are never displaced: past the limit a new one is closed unanswered."""
+def _server_of_two_connections(start_server):
+    """raw_asgi with --max-connections 2, once the readiness probe's connection (counted until the server has
+    read its close) is gone; with the scrape of its metrics."""
     from conftest import free_port
     from test_metrics import scrape
 
     metrics_port = free_port()
     server = start_server("raw_asgi:app", "--max-connections", "2", "--metrics-port", metrics_port)
-    # The readiness probe's connection counts until the server has read its close.
-    assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") == 0, timeout=10)
+    scrape_metric = lambda name: scrape(metrics_port)(name)
+    assert poll(lambda: scrape_metric("peregrine_connections_active") == 0, timeout=10)
+    return server, scrape_metric
+
+
+@pytest.mark.peregrine_only  # uvicorn --limit-concurrency answers 503 instead; gunicorn has no such limit for gthread
+def test_max_connections(start_server):
+    """Connections busy with requests are never displaced: past the limit a new one is closed unanswered."""
+    server, scrape_metric = _server_of_two_connections(start_server)
     c1 = server.raw()
     c2 = server.raw()
     try:
         c1.send_request("GET", "/sleep?s=4")
         c2.send_request("GET", "/sleep?s=4")
-        assert poll(lambda: scrape(metrics_port)("peregrine_requests_in_flight") == 2, timeout=10)
+        assert poll(lambda: scrape_metric("peregrine_requests_in_flight") == 2, timeout=10)
         assert _closed_without_response(server)
         # the two busy ones are still served
         assert c1.read_response().status == 200
@@ -487,12 +494,7 @@ def test_max_connections(start_server):
 @pytest.mark.peregrine_only
 def test_max_connections_makes_room_by_closing_the_connection_idle_longest(start_server):
     """At the limit, a new client is served in place of the keep-alive connection that has waited longest."""
-    from conftest import free_port
-    from test_metrics import scrape
-
-    metrics_port = free_port()
-    server = start_server("raw_asgi:app", "--max-connections", "2", "--metrics-port", metrics_port)
-    assert poll(lambda: scrape(metrics_port)("peregrine_connections_active") == 0, timeout=10)
+    server, _ = _server_of_two_connections(start_server)
     older = server.raw()
     younger = server.raw()
     try:
