@@ -5,6 +5,8 @@ import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
+import java.util.ArrayList;
+import java.util.List;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -31,8 +33,8 @@ final class SignalDispositions {
     private SignalDispositions() {}
 
     /** Resets SIGHUP, SIGINT and SIGTERM to their default action where they are ignored; the names of those that were. */
-    static java.util.List<String> resetIgnored() {
-        java.util.List<String> reset = new java.util.ArrayList<>();
+    static List<String> resetIgnored() {
+        List<String> reset = new ArrayList<>();
         try {
             Linker linker = Linker.nativeLinker();
             MethodHandle sigaction = linker.downcallHandle(linker.defaultLookup().find("sigaction").orElseThrow(),
