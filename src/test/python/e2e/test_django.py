@@ -38,13 +38,17 @@ def test_404(django_server):
     assert django_server.get("/no/such/url").status_code == 404
 
 
-UPLOAD = bytes(range(256)) * 400  # 100 KiB with every byte value
+BYTE_VALUES = bytes(range(256))
 
 
+# 100 KiB is held in memory until it ends; 2 MiB goes past that, to a temporary file (and stays under
+# Django's own DATA_UPLOAD_MAX_MEMORY_SIZE of 2.5 MiB for request.body).
 @pytest.mark.peregrine_only  # Django reads CONTENT_LENGTH bytes only: on gunicorn a chunked body is empty
-def test_chunked_upload_reaches_request_body_whole(django_server):
-    with django_server.raw() as c:
-        c.send_chunked("/echo", UPLOAD)
+@pytest.mark.parametrize("size", [100 << 10, 2 << 20])
+def test_chunked_upload_reaches_request_body_whole(django_server, size):
+    upload = BYTE_VALUES * (size // len(BYTE_VALUES))
+    with django_server.raw(timeout=30) as c:
+        c.send_chunked("/echo", upload, piece=64 << 10)
         r = c.read_response()
     assert r.status == 200
-    assert r.body == UPLOAD
+    assert r.body == upload

@@ -126,10 +126,10 @@ def test_input_read(wsgi, mode):
     assert r.content == BINARY
 
 
-# A chunked body of 100 KiB is read ahead whole and given a CONTENT_LENGTH (mode cl reads
-# that); one of 3 MiB is still arriving when the application runs, and wsgi.input ends it.
+# A chunked body is read whole before the application runs and given a CONTENT_LENGTH (mode cl
+# reads only that many bytes): one of 100 KiB in memory, one of 3 MiB through a temporary file.
 @pytest.mark.parametrize("mode,size", [("all", len(BINARY)), ("pieces", len(BINARY)), ("iter", len(BINARY)),
-                                       ("all", 3 << 20), ("pieces", 3 << 20)])
+                                       ("all", 3 << 20), ("pieces", 3 << 20), ("cl", 3 << 20)])
 def test_input_read_chunked_request(wsgi, mode, size):
     body = (BINARY * (size // len(BINARY) + 1))[:size]
     with wsgi.raw(timeout=30) as c:
@@ -147,6 +147,26 @@ def test_chunked_request_read_whole_gets_content_length(wsgi):
     env = r.json()
     assert env["CONTENT_LENGTH"] == "5"
     assert env["wsgi.input_terminated"] is True
+
+
+@pytest.mark.peregrine_only  # gunicorn streams a chunked body to the application and keeps no file
+def test_chunked_body_that_cannot_be_spooled_is_answered_500_not_handed_on_cut(start_server, tmp_path):
+    """Past what it holds in memory, the server keeps a chunked body in a file under $TMPDIR; when that
+    fails, the client is told with a 500 and the application never sees a part of the body."""
+    server = start_server("raw_wsgi:app", env={"TMPDIR": str(tmp_path / "missing")})
+    small, large = BINARY, (BINARY * ((2 << 20) // len(BINARY) + 1))[: 2 << 20]
+    with server.raw(timeout=30) as c:
+        c.send_chunked("/echo?mode=cl", small)
+        r = c.read_response()
+    assert (r.status, r.body) == (200, small)
+    with server.raw(timeout=30) as c:
+        try:
+            c.send_chunked("/echo?mode=all", large)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the answer may come before the client has sent everything
+        r = c.read_response()
+    assert r.status == 500
+    assert poll(lambda: "temporary file" in server.output())
 
 
 def test_input_read_without_body(wsgi):

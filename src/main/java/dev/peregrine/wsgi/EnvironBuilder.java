@@ -74,9 +74,9 @@ final class EnvironBuilder {
     }
 
     /**
-     * {@code completeLength}: the size of the body when it was read ahead whole, else -1. A body without
-     * Content-Length that was read whole gets one, as waitress does: Django reads only CONTENT_LENGTH
-     * bytes of wsgi.input, and would see a chunked upload as empty.
+     * {@code completeLength}: the size of the body when it was read whole before the call (in memory or
+     * spooled), else -1. A body without Content-Length that was read whole gets one, as waitress does:
+     * Django reads only CONTENT_LENGTH bytes of wsgi.input, and would see a chunked upload as empty.
      */
     MemorySegment build(HttpExchange exchange, MemorySegment input, long completeLength) {
         HttpRequestHead head = exchange.head();

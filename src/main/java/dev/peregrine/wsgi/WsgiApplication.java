@@ -215,7 +215,8 @@ public final class WsgiApplication implements ServedApplication {
 
     private void handle(WsgiRequest request) {
         ByteBuf[] body = request.completeBody();
-        MemorySegment environ = environs.build(request.exchange(), input(body), completeLength(body));
+        long length = body != null ? completeLength(body) : request.spooledLength();
+        MemorySegment environ = environs.build(request.exchange(), input(body), length);
         MemorySegment result = Py.callRaw(app, environ, startResponse);
         Py.decRef(environ);
         if (result.address() == 0) {
@@ -232,9 +233,8 @@ public final class WsgiApplication implements ServedApplication {
         }
     }
 
-    /** The size of a body read ahead whole, or -1 when it is still arriving. */
+    /** The size of a body read ahead whole into memory. */
     private static long completeLength(ByteBuf[] body) {
-        if (body == null) return -1;
         long length = 0;
         for (ByteBuf piece : body) length += piece.readableBytes();
         return length;

@@ -6,7 +6,13 @@ import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.python.PythonInterpreter;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
 
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonRaise;
+import org.jboss.logging.Logger;
+
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.concurrent.CountDownLatch;
@@ -17,19 +23,23 @@ import java.util.function.Consumer;
  * application is called, so that a slow upload holds a connection rather than a WSGI thread; the rest
  * of a larger body is read as {@code wsgi.input} asks for it, the WSGI thread waiting without the GIL.
  * A body without Content-Length (HTTP/1.1 chunked, HTTP/2 or HTTP/3 without content-length) is read
- * ahead further, up to {@link #UNSIZED_READ_AHEAD}: when it ends within that, the environ can carry its
- * length, and frameworks that read only CONTENT_LENGTH bytes (Django) see it whole.
+ * whole before the application is called, so that the environ can carry its length and frameworks that
+ * read only CONTENT_LENGTH bytes (Django) see it all: in memory up to {@link #UNSIZED_READ_AHEAD}, past
+ * that in a {@link SpooledBody}.
  */
 final class WsgiRequest implements BodyReceiver {
     static final int READ_AHEAD = 64 * 1024;
-    /** Bounded so that many slow chunked uploads cannot make the server hold --max-body each. */
+    /** Bounded so that many slow chunked uploads cannot make the server hold --max-body each in memory. */
     static final int UNSIZED_READ_AHEAD = 1024 * 1024;
+    private static final Logger LOG = Logger.getLogger(WsgiRequest.class);
 
     private final HttpExchange exchange;
     private final Consumer<WsgiRequest> ready;
     private final ArrayDeque<ByteBuf> body = new ArrayDeque<>(2);
-    private final int readAhead;
+    private final boolean unsized;
     private int buffered;
+    /** Where an unsized body past UNSIZED_READ_AHEAD goes; all of it is there once it exists. */
+    private SpooledBody spool;
     private boolean bodyEnded;
     private boolean disconnected;
     private boolean dispatched;
@@ -50,7 +60,7 @@ final class WsgiRequest implements BodyReceiver {
     WsgiRequest(HttpExchange exchange, Consumer<WsgiRequest> ready) {
         this.exchange = exchange;
         this.ready = ready;
-        this.readAhead = exchange != null && exchange.head().contentLength() < 0 ? UNSIZED_READ_AHEAD : READ_AHEAD; // null: a queue marker
+        this.unsized = exchange != null && exchange.head().contentLength() < 0; // null: a queue marker
     }
 
     HttpExchange exchange() { return exchange; }
@@ -66,19 +76,45 @@ final class WsgiRequest implements BodyReceiver {
 
     @Override
     public void onBody(ByteBuf data) {
-        boolean dispatchNow = false, demandMore = false;
+        boolean dispatchNow = false, demandMore = false, spoolFailed = false;
         synchronized (this) {
             demanding = false;
             body.add(data);
             buffered += data.readableBytes();
             if (!dispatched) {
-                if (buffered >= readAhead) dispatchNow = dispatched = true;
-                else demandMore = demanding = true;
+                if (unsized && (spool != null || buffered >= UNSIZED_READ_AHEAD)) {
+                    spoolFailed = !spoolBuffered();
+                    demandMore = demanding = !spoolFailed;
+                } else if (!unsized && buffered >= READ_AHEAD) {
+                    dispatchNow = dispatched = true;
+                } else {
+                    demandMore = demanding = true;
+                }
             }
             notifyAll();
         }
+        if (spoolFailed) {
+            exchange.send(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), true);
+            return;
+        }
         if (demandMore) exchange.demand();
         if (dispatchNow) ready.accept(this);
+    }
+
+    /** Moves what is buffered to the spool, opening it the first time; false when the disk refused. */
+    private boolean spoolBuffered() {
+        try {
+            if (spool == null) spool = SpooledBody.create();
+            for (ByteBuf piece; (piece = body.poll()) != null; ) spool.append(piece);
+            buffered = 0;
+            return true;
+        } catch (IOException e) {
+            // Lost bytes cannot be handed on: the client is told, and the application never sees a part of it.
+            LOG.errorf("Could not keep a request body without Content-Length in a temporary file (%s): answering 500", e.toString());
+            dispatched = true;
+            releaseBody();
+            return false;
+        }
     }
 
     @Override
@@ -97,6 +133,7 @@ final class WsgiRequest implements BodyReceiver {
     public void onDisconnect() {
         synchronized (this) {
             disconnected = true;
+            if (!dispatched && spool != null) releaseBody(); // no WSGI thread will, as the request is never run
             dispatched = true; // a request whose client left before it was dispatched is not run
             notifyAll();
         }
@@ -104,9 +141,12 @@ final class WsgiRequest implements BodyReceiver {
 
     // ---- WSGI thread ----
 
-    /** The whole body when it was read ahead completely, else null (then wsgi.input streams it). */
+    /**
+     * The whole body when it was read ahead completely into memory, else null (then wsgi.input streams
+     * it, from the client or from the spool).
+     */
     synchronized ByteBuf[] completeBody() {
-        if (!bodyEnded) return null;
+        if (!bodyEnded || spool != null) return null;
         ByteBuf[] pieces = body.toArray(new ByteBuf[0]);
         body.clear();
         buffered = 0;
@@ -117,7 +157,23 @@ final class WsgiRequest implements BodyReceiver {
      * Up to {@code max} bytes of body (all of it when max is negative), waiting for the client with
      * the GIL released; an empty result is the end of the body.
      */
+    /** The length of a body that was spooled whole, else -1. */
+    synchronized long spooledLength() {
+        return spool == null ? -1 : spool.length();
+    }
+
     ByteBuf read(int max, io.netty.buffer.ByteBufAllocator alloc) {
+        SpooledBody spooled;
+        synchronized (this) {
+            spooled = spool;
+        }
+        if (spooled != null) {
+            try {
+                return spooled.read(max, alloc);
+            } catch (IOException e) {
+                throw new PythonRaise(Py.ExcOSError, "reading the request body back from its temporary file: " + e);
+            }
+        }
         ByteBuf out = alloc.heapBuffer();
         MemorySegment released = null;
         try {
@@ -200,5 +256,9 @@ final class WsgiRequest implements BodyReceiver {
     synchronized void releaseBody() {
         for (ByteBuf piece : body) piece.release();
         body.clear();
+        if (spool != null) {
+            spool.close();
+            spool = null;
+        }
     }
 }
