@@ -5,6 +5,7 @@ Routes (both protocols):
   /sleep?s=F      sleeps F seconds, then "slept"
   /hold?mark=M&gate=G   creates the file M once the application has the request, then waits
                   (up to 60 s) until the file G exists, then "released"
+  /block?mark=M&gate=G  (ASGI) as /hold, but waits with time.sleep: the event loop is blocked
   /crash          kills its own worker process with SIGKILL
   /segfault       dereferences NULL in C (ctypes): a crash inside a C extension
   /big?id=X&chunks=N&size=S   (WSGI) N chunks of S bytes, counting in /result?id=X the chunks handed over
@@ -84,6 +85,13 @@ async def app(scope, receive, send):
             if os.path.exists(gate):
                 break
             await asyncio.sleep(0.1)
+        status, body = 200, b"released"
+    elif scope["path"] == "/block":
+        gate = _held(query)
+        for _ in range(HOLD_LIMIT):
+            if os.path.exists(gate):
+                break
+            time.sleep(0.1)  # a synchronous call in an async view, as applications make by mistake
         status, body = 200, b"released"
     else:
         status, body = _route(scope["path"], query)

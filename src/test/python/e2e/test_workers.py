@@ -14,7 +14,7 @@ import threading
 import httpx
 import pytest
 
-from conftest import RawConn, poll
+from conftest import IncompleteResponse, RawConn, poll
 
 pytestmark = pytest.mark.peregrine_only
 
@@ -53,7 +53,7 @@ class HeldRequest:
     """A request that the application holds (workers_app's /hold) until release(): sent from a
     thread, and in the application by the time the constructor returns."""
 
-    def __init__(self, server, tmp_path, name="held"):
+    def __init__(self, server, tmp_path, name="held", route="/hold"):
         self.mark = tmp_path / (name + ".mark")
         self.gate = tmp_path / (name + ".gate")
         self.result = {}
@@ -61,7 +61,7 @@ class HeldRequest:
         def run():
             try:
                 with server.raw(timeout=90) as c:
-                    self.result["response"] = c.request("GET", "/hold?mark=%s&gate=%s" % (self.mark, self.gate), timeout=90)
+                    self.result["response"] = c.request("GET", "%s?mark=%s&gate=%s" % (route, self.mark, self.gate), timeout=90)
             except Exception as e:  # noqa: BLE001 - reported by response()
                 self.result["error"] = e
 
@@ -532,11 +532,29 @@ def test_a_worker_killed_soon_after_its_start_is_replaced_at_once_and_its_succes
     assert poll(lambda: seen.update(served_pids(server, 10)) or successor[0] in seen, timeout=60), (seen, successor, server.output()[-3000:])
 
 
-def test_a_worker_whose_wsgi_threads_are_all_busy_leaves_new_connections_to_the_others(start_server, tmp_path):
-    server = start_server(TARGETS["wsgi"], "--workers", "2", "--wsgi-threads", "1")
+def answered_by(server, timeout):
+    """The pid of the worker that answers /pid over a new connection within timeout, else None."""
+    try:
+        with server.raw(timeout=timeout) as c:
+            return int(c.request("GET", "/pid", timeout=timeout).body)
+    except (OSError, IncompleteResponse):
+        return None
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_a_worker_whose_application_is_busy_leaves_new_connections_to_the_others(start_server, tmp_path, kind):
+    """WSGI: the worker's only thread is held. ASGI: its event loop is blocked by a synchronous call."""
+    if kind == "wsgi":
+        server = start_server(TARGETS["wsgi"], "--workers", "2", "--wsgi-threads", "1")
+    else:
+        server = start_server(TARGETS["asgi"], "--workers", "2")
     wait_workers(server, 2)
-    held = HeldRequest(server, tmp_path)
-    # New connections while one worker's only thread is held: each must be answered by the other
+    held = HeldRequest(server, tmp_path, route="/hold" if kind == "wsgi" else "/block")
+    if kind == "asgi":
+        # A blocked loop is seen within a few tenths of a second; a connection accepted before that waits
+        # behind it, so the clients below start once three probes in a row were answered.
+        assert poll(lambda: all(answered_by(server, 0.5) is not None for _ in range(3)), timeout=20)
+    # New connections while one worker's application is busy: each must be answered by the other
     # worker, none may wait behind the held request.
     answers, errors = [], []
 

@@ -23,8 +23,9 @@ public interface ServedApplication extends Application {
     }
 
     /**
-     * Whether every thread that runs the application is taken (queued requests count): a new
-     * connection accepted now would wait. Only WSGI, whose threads block, can be; ASGI never is.
+     * Whether a new connection accepted now would wait for the application: every WSGI thread is taken
+     * (queued requests count), or the ASGI loop is blocked with requests waiting. The worker asks when
+     * told of a change and at a steady pace, since a blocked loop cannot tell.
      */
     default boolean saturated() {
         return false;

@@ -174,6 +174,27 @@ public final class AsgiApplication implements ServedApplication {
         return request;
     }
 
+    /**
+     * A loop that has not come back for its queued work within this is taken as blocked by the
+     * application rather than busy: long enough that a loop running many short tasks under load never
+     * reaches it, short next to the seconds a blocking call holds it.
+     */
+    private static final long STALLED_NANOS = 200_000_000L;
+
+    /**
+     * The loop is blocked: a connection accepted now would wait too. An idle loop is sent an empty task,
+     * so that one blocked with nothing queued yet is seen at the next check as well; that is one wake-up
+     * per check on an idle worker, and none under load, where tasks are queued anyway.
+     */
+    @Override
+    public boolean saturated() {
+        long stalled = wakeup.stalledNanos();
+        if (stalled == 0) wakeup.post(NOTHING);
+        return stalled > STALLED_NANOS;
+    }
+
+    private static final Runnable NOTHING = () -> {};
+
     // ---- called on I/O threads ----
 
     @Override

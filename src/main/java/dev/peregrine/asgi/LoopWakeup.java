@@ -35,6 +35,8 @@ final class LoopWakeup {
     private final int fd;
     private final Queue<Runnable> tasks = PlatformDependent.newMpscQueue();
     private final AtomicBoolean wakePending = new AtomicBoolean();
+    /** When the wake-up that is pending was sent (System.nanoTime). */
+    private volatile long wokenAt;
     private final MemorySegment one = Arena.global().allocate(JAVA_LONG);
     private final MemorySegment sink = Arena.global().allocate(JAVA_LONG);
 
@@ -54,12 +56,23 @@ final class LoopWakeup {
     void post(Runnable task) {
         tasks.offer(task);
         if (!wakePending.get() && wakePending.compareAndSet(false, true)) {
+            wokenAt = System.nanoTime();
             try {
                 long n = (long) WRITE.invokeExact(fd, one, 8L);
             } catch (Throwable t) {
                 throw new IllegalStateException(t);
             }
         }
+    }
+
+    /**
+     * How long work has been waiting for the loop to come back to its eventfd, or 0 when none waits. A
+     * loop that runs well comes back within milliseconds; one that an application blocks (a synchronous
+     * call in an {@code async def}) does not, and requests queue behind it. Any thread.
+     */
+    long stalledNanos() {
+        if (!wakePending.get()) return 0;
+        return Math.max(0, System.nanoTime() - wokenAt);
     }
 
     /** Runs every queued task; on the loop's thread, when the eventfd is readable. */

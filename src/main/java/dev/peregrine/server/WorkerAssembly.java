@@ -47,6 +47,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class WorkerAssembly {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    /** How often a supervised worker asks whether its application is saturated (see ServedApplication#saturated). */
+    private static final long SATURATION_CHECK_MILLIS = 100;
     /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
     static final class StartFailure extends Exception {
         final int status;
@@ -205,10 +207,11 @@ public final class WorkerAssembly {
         }
         undo.push(listener::close);
         if (link != null) {
-            // Other workers accept on the same socket: while every WSGI thread here is taken, a connection
-            // this worker accepted would wait behind them, where another worker could answer it at once.
-            // The check runs on the listener's event loop, so the last word is always the current state;
-            // changes that come while a check is pending share it (with one thread, every request is two).
+            // Other workers accept on the same socket: while every WSGI thread here is taken, or the ASGI
+            // loop is blocked, a connection this worker accepted would wait behind them, where another
+            // worker could answer it at once. The check runs on the listener's event loop, so the last
+            // word is always the current state; changes that come while a check is pending share it (with
+            // one thread, every request is two). A blocked loop tells nobody, hence the steady check too.
             Channel accepting = listener;
             AtomicBoolean pending = new AtomicBoolean();
             Runnable recheck = () -> {
@@ -218,6 +221,8 @@ public final class WorkerAssembly {
             application.onSaturationChange(() -> {
                 if (pending.compareAndSet(false, true)) accepting.eventLoop().execute(recheck);
             });
+            var steadyCheck = accepting.eventLoop().scheduleAtFixedRate(recheck, SATURATION_CHECK_MILLIS, SATURATION_CHECK_MILLIS, TimeUnit.MILLISECONDS);
+            accepting.closeFuture().addListener(closed -> steadyCheck.cancel(false));
         }
 
         Channel redirect = null;
