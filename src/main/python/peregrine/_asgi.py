@@ -13,8 +13,9 @@ from peregrine import _native
 
 _done = _native.asgi_done
 
+# The application: one object for every worker thread of a free-threaded process, each of which runs
+# a loop of its own.
 _app = None
-_loop = None
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
 
@@ -38,7 +39,8 @@ def resolve(future, value):
 
 
 def stop():
-    _loop.stop()
+    """Called by Java from a task on the loop to stop (each worker thread's own)."""
+    asyncio.get_running_loop().stop()
 
 
 class _Lifespan:
@@ -110,17 +112,20 @@ def _new_loop(use_uvloop):
     return asyncio.new_event_loop(), "asyncio"
 
 
-def run(app, wake_fd, use_uvloop, lifespan):
-    """The Python thread's whole life in ASGI mode: lifespan startup, serving, lifespan shutdown."""
-    global _app, _loop
+def run(app, wake_fd, use_uvloop, lifespan, shared_state=None):
+    """The Python thread's whole life in ASGI mode: lifespan startup, serving, lifespan shutdown.
+
+    shared_state: the state of a lifespan that another worker thread ran for the whole process
+    (--lifespan-scope process); this loop then runs none of its own."""
+    global _app
     loop, loop_name = _new_loop(use_uvloop)
     asyncio.set_event_loop(loop)
     if sys.version_info >= (3, 12):
         # Eager tasks run the application's first steps inside start(), without a trip around the loop.
         loop.set_task_factory(asyncio.eager_task_factory)
-    _app, _loop = app, loop
-    state = {}
-    life = _Lifespan(app, loop, state) if lifespan else None
+    _app = app
+    state = {} if shared_state is None else shared_state
+    life = _Lifespan(app, loop, state) if lifespan and shared_state is None else None
     try:
         if life is not None:
             failure = loop.run_until_complete(life.startup())

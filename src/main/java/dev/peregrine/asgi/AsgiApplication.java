@@ -37,6 +37,12 @@ public final class AsgiApplication implements ServedApplication {
     private final PythonInterpreter interpreter;
     private final RequestMetrics metrics;
     private Thread thread;
+    /** Set before the loop's thread starts, which reads it (see {@link #start(MemorySegment)}). */
+    private MemorySegment sharedState;
+    /** The state the lifespan startup filled, once ready; shared by the other loops with --lifespan-scope process. */
+    private MemorySegment lifespanState;
+    /** "python", or "python-N" for the worker threads of a free-threaded process. */
+    private final String threadName;
 
     // Set on the Python thread once the glue is imported.
     private MemorySegment glueRunRequest;
@@ -55,41 +61,74 @@ public final class AsgiApplication implements ServedApplication {
     private ScopeBuilder scopes;
     private AsgiMessages messages;
 
-    /** Called with the GIL held: {@code app} is a new reference that this object keeps. */
+    /**
+     * Called with the GIL held: {@code app} is a reference that this object keeps (the worker threads of
+     * a free-threaded process share one).
+     */
     public AsgiApplication(PythonInterpreter interpreter, MemorySegment app, String rootPath, boolean uvloop, boolean lifespan,
-                           RequestMetrics metrics) {
+                           RequestMetrics metrics, String threadName) {
+        this.threadName = threadName;
         this.interpreter = interpreter;
         this.metrics = metrics;
         this.app = app;
         this.rootPath = rootPath;
         this.uvloop = uvloop;
         this.lifespan = lifespan;
+    }
+
+    /**
+     * Registers the {@code peregrine._native.asgi_*} functions, once for the process. The glue imports
+     * them once, yet each worker thread of a free-threaded process runs a loop of its own: a call finds
+     * the application whose loop made it from the thread it runs on.
+     */
+    public static void defineNatives(PythonInterpreter interpreter) {
         interpreter.define("asgi_wake", args -> {
-            borrowed.drain();
-            wakeup.drain(this::runTask);
+            AsgiApplication self = onThisLoop();
+            self.borrowed.drain();
+            self.wakeup.drain(self::runTask);
             return null;
         });
         interpreter.define("asgi_flush", args -> {
-            flushScheduled = false;
-            batch.flush();
-            borrowed.drain();
+            AsgiApplication self = onThisLoop();
+            self.flushScheduled = false;
+            self.batch.flush();
+            self.borrowed.drain();
             return null;
         });
-        interpreter.define("asgi_receive", args -> request(args.self()).receive());
-        interpreter.define("asgi_send", args -> request(args.self()).send(args.get(0)));
+        interpreter.define("asgi_receive", args -> onThisLoop().request(args.self()).receive());
+        interpreter.define("asgi_send", args -> onThisLoop().request(args.self()).send(args.get(0)));
         interpreter.define("asgi_done", args -> {
             MemorySegment error = args.get(1);
-            AsgiCall request = requests.remove(Py.toLong(args.get(0)));
+            AsgiCall request = onThisLoop().requests.remove(Py.toLong(args.get(0)));
             if (request != null) request.done(Py.isNone(error) ? null : Py.toJavaString(error));
             return null;
         });
         interpreter.define("asgi_ready", args -> {
+            AsgiApplication self = onThisLoop();
             MemorySegment state = args.get(0), error = args.get(2);
-            if (!Py.isNone(state)) scopes.useState(state);
-            if (Py.isNone(error)) ready.complete(Py.toJavaString(args.get(1)));
-            else ready.completeExceptionally(new IllegalStateException(Py.toJavaString(error)));
+            if (!Py.isNone(state)) {
+                self.scopes.useState(state);
+                self.lifespanState = Py.newRef(state);
+            }
+            if (Py.isNone(error)) self.ready.complete(Py.toJavaString(args.get(1)));
+            else self.ready.completeExceptionally(new IllegalStateException(Py.toJavaString(error)));
             return null;
         });
+    }
+
+    /** The thread an application's loop runs on: a call from that loop finds its application with no lookup. */
+    private static final class LoopThread extends Thread {
+        final AsgiApplication application;
+
+        LoopThread(AsgiApplication application, String name) {
+            super(null, application::pythonMain, name, 16L << 20);
+            this.application = application;
+        }
+    }
+
+    private static AsgiApplication onThisLoop() {
+        if (Thread.currentThread() instanceof LoopThread loop) return loop.application;
+        throw new PythonRaise(Py.ExcRuntimeError, "Peregrine's ASGI functions are called from its event loops only");
     }
 
     /** Imports the glue; with the GIL held, after the native module is published. */
@@ -119,7 +158,16 @@ public final class AsgiApplication implements ServedApplication {
      */
     @Override
     public String start() {
-        thread = new Thread(null, this::pythonMain, "python", 16L << 20);
+        return start(null);
+    }
+
+    /**
+     * As {@link #start()}; with {@code sharedState} (a lifespan state another loop made for the whole
+     * process), this loop runs no lifespan of its own and its requests see that state.
+     */
+    String start(MemorySegment sharedState) {
+        this.sharedState = sharedState;
+        thread = new LoopThread(this, threadName);
         thread.start();
         try {
             return ready.join();
@@ -134,7 +182,8 @@ public final class AsgiApplication implements ServedApplication {
             MemorySegment fd = Py.integer(wakeup.fd());
             MemorySegment useUvloop = Py.bool(uvloop);
             MemorySegment useLifespan = Py.bool(lifespan);
-            MemorySegment result = Py.callRaw(glueRun, app, fd, useUvloop, useLifespan);
+            MemorySegment result = sharedState == null ? Py.callRaw(glueRun, app, fd, useUvloop, useLifespan)
+                    : Py.callRaw(glueRun, app, fd, useUvloop, useLifespan, sharedState);
             if (result.address() == 0) {
                 PythonException e = PythonException.fetch();
                 LOG.error("The ASGI event loop failed:\n" + e.traceback());
@@ -149,6 +198,15 @@ public final class AsgiApplication implements ServedApplication {
         } finally {
             PythonInterpreter.release(gil);
         }
+    }
+
+    String threadName() {
+        return threadName;
+    }
+
+    /** The lifespan state of a started application (a borrowed reference), or null when it has none. */
+    MemorySegment lifespanState() {
+        return lifespanState;
     }
 
     /** Stops the loop once in-flight requests are done; runs lifespan shutdown; waits for the thread. */

@@ -55,12 +55,7 @@ public final class CommandLineSettings {
                         range("--keep-alive", c.keepAlive, 0, Long.MAX_VALUE),
                         range("--request-timeout", c.requestTimeout, 0, Long.MAX_VALUE),
                         range("--graceful-timeout", c.gracefulTimeout, 0, Long.MAX_VALUE)),
-                new WorkerSettings(
-                        workerCount(range("--workers", c.workers, 0, 1024)),
-                        // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
-                        c.workers != 1 || on(c.reload),
-                        range("--drain-delay", c.drainDelay, 0, Long.MAX_VALUE),
-                        on(c.reload)),
+                workers(c),
                 tls,
                 protocols,
                 webSocket(c),
@@ -210,6 +205,30 @@ public final class CommandLineSettings {
     }
 
     /** 0 means one per CPU, as gunicorn users write $(nproc). */
+    private static WorkerSettings workers(PeregrineCommand c) {
+        int count = workerCount(range("--workers", c.workers, 0, 1024));
+        boolean freeThreaded = on(c.freeThreaded);
+        boolean processLifespan = false;
+        if (c.lifespanScope != null) {
+            switch (c.lifespanScope) {
+                case "worker" -> { }
+                case "process" -> {
+                    // Worker processes cannot share one lifespan's state; threads of one process can.
+                    if (!freeThreaded) throw new ConfigException("--lifespan-scope process needs --free-threaded: worker processes cannot share one lifespan's state");
+                    processLifespan = true;
+                }
+                default -> throw new ConfigException("invalid value for option '--lifespan-scope': '" + c.lifespanScope + "' (expected worker or process)");
+            }
+        }
+        if (freeThreaded && on(c.reload)) throw new ConfigException("--reload with --free-threaded is not supported yet");
+        return new WorkerSettings(count,
+                // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
+                // Free-threaded workers are threads of the one process, which has no supervisor.
+                !freeThreaded && (c.workers != 1 || on(c.reload)),
+                range("--drain-delay", c.drainDelay, 0, Long.MAX_VALUE),
+                on(c.reload), freeThreaded, processLifespan);
+    }
+
     private static int workerCount(int asked) {
         return asked == 0 ? Runtime.getRuntime().availableProcessors() : asked;
     }
@@ -303,8 +322,6 @@ public final class CommandLineSettings {
                     + "can hand the session keys to the kernel; TLS is encrypted in the server instead");
         }
         Map<String, Boolean> asked = new LinkedHashMap<>();
-        asked.put("--free-threaded", on(c.freeThreaded));
-        asked.put("--lifespan-scope", c.lifespanScope != null);
         asked.put("--python-home", c.pythonHome != null);
         for (Map.Entry<String, Boolean> option : asked.entrySet()) {
             if (option.getValue()) throw new ConfigException(option.getKey() + " is not supported yet");

@@ -8,6 +8,7 @@ import io.netty.util.internal.PlatformDependent;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Queue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -29,6 +30,7 @@ public final class BorrowedBytes {
 
     private final Queue<Lent> released = PlatformDependent.newMpscQueue();
     private final AtomicLong releasedBytes = new AtomicLong();
+    private final AtomicBoolean draining = new AtomicBoolean();
     private final Runnable requestDrain;
 
     /** {@code requestDrain} makes the owner call {@link #drain} soon from a thread that can take the GIL; any thread. */
@@ -48,8 +50,21 @@ public final class BorrowedBytes {
         return new Lent(owner, data);
     }
 
-    /** Drops the references of the bodies the I/O threads are done with; with the GIL held. */
+    /**
+     * Drops the references of the bodies the I/O threads are done with; with the GIL held. The queue has
+     * one consumer at a time: a WSGI thread that finds another draining leaves it the work, which on a
+     * free-threaded CPython is not the same as the GIL having made it wait its turn.
+     */
     public void drain() {
+        if (!draining.compareAndSet(false, true)) return;
+        try {
+            drainQueue();
+        } finally {
+            draining.set(false);
+        }
+    }
+
+    private void drainQueue() {
         Lent lent;
         long bytes = 0;
         while ((lent = released.poll()) != null) {

@@ -2,6 +2,7 @@ package dev.peregrine.server;
 
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
+import dev.peregrine.asgi.AsgiWorkerThreads;
 import dev.peregrine.config.OperationsSettings;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.edge.chain.EdgeChain;
@@ -30,6 +31,7 @@ import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollEventLoopGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
 
+import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -90,6 +92,30 @@ public final class WorkerAssembly {
         }
     }
 
+    /**
+     * One event loop on one Python thread; with --free-threaded, one per worker thread, all serving the
+     * one application object.
+     */
+    private ServedApplication asgi(PythonInterpreter interpreter, MemorySegment app, WorkerMetrics metrics) {
+        AsgiApplication.defineNatives(interpreter);
+        if (!settings.workers().freeThreaded()) {
+            return new AsgiApplication(interpreter, app, settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
+                    metrics.recorder(), "python");
+        }
+        List<AsgiApplication> loops = new ArrayList<>();
+        for (int i = 1; i <= settings.workers().workers(); i++) {
+            loops.add(new AsgiApplication(interpreter, app, settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
+                    metrics.recorder(), "python-" + i));
+        }
+        return new AsgiWorkerThreads(loops, settings.workers().processLifespan());
+    }
+
+    /** With --free-threaded, each worker thread brings its --wsgi-threads to the one pool, and they run in parallel. */
+    private ServedApplication wsgi(PythonInterpreter interpreter, MemorySegment app, WorkerMetrics metrics) {
+        int threads = settings.app().wsgiThreads() * (settings.workers().freeThreaded() ? settings.workers().workers() : 1);
+        return new WsgiApplication(interpreter, app, settings.app().rootPath(), threads, metrics.recorder());
+    }
+
     private void rollBack() {
         while (!undo.isEmpty()) undo.pop().run();
     }
@@ -131,19 +157,26 @@ public final class WorkerAssembly {
 
         ServedApplication application;
         String protocol;
+        boolean freeThreaded = settings.workers().freeThreaded();
         int gil = PythonInterpreter.acquire();
         try {
+            if (freeThreaded && !FreeThreading.supportedByBuild()) {
+                throw new StartFailure(2, "--free-threaded needs a free-threaded CPython (such as python3.13t): "
+                        + install.executable() + " is built with the GIL", "");
+            }
             ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(),
                     settings.app().protocol().name());
             protocol = loaded.protocol();
+            if (freeThreaded && FreeThreading.gilEnabled()) {
+                LOG.warn("The GIL is enabled: importing the application loaded an extension module that does not declare it can run "
+                        + "without it (CPython's RuntimeWarning above names it); the worker threads serve, but one at a time. "
+                        + "PYTHON_GIL=0 in the environment keeps the GIL off at the module's own risk.");
+            }
             interpreter.define("log", args -> {
                 WorkerServer.pythonLog((int) Py.toLong(args.get(0)), Py.toJavaString(args.get(1)));
                 return null;
             });
-            application = protocol.equals("asgi")
-                    ? new AsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
-                            metrics.recorder())
-                    : new WsgiApplication(interpreter, loaded.app(), settings.app().rootPath(), settings.app().wsgiThreads(), metrics.recorder());
+            application = protocol.equals("asgi") ? asgi(interpreter, loaded.app(), metrics) : wsgi(interpreter, loaded.app(), metrics);
             interpreter.publishNativeModule();
             application.prepare();
         } catch (ApplicationLoader.LoadFailure e) {
@@ -171,7 +204,9 @@ public final class WorkerAssembly {
 
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
-        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
+        // One I/O thread per worker: in a free-threaded process, the worker threads share the I/O threads.
+        int ioThreads = settings.workers().freeThreaded() ? settings.workers().workers() : 1;
+        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(ioThreads) : new NioEventLoopGroup(ioThreads);
         undo.push(() -> {
             acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);

@@ -150,8 +150,6 @@ class ServerSettingsTest {
     /** Each option of ServerSettings.refuseUnbuilt, with arguments that ask for it. */
     static Stream<Arguments> unbuilt() {
         return Stream.of(
-                arguments("--free-threaded", "--free-threaded"),
-                arguments("--lifespan-scope", "--lifespan-scope worker"),
                 arguments("--python-home", "--python-home /opt/python"));
     }
 
@@ -162,6 +160,31 @@ class ServerSettingsTest {
         args.add("main:app");
         ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
         assertEquals(option + " is not supported yet", e.getMessage());
+    }
+
+    @Test
+    void freeThreadedWorkersAreThreadsOfOneProcessWithoutASupervisor() {
+        ServerSettings s = Cli.settings("--free-threaded", "--workers", "4", "main:app");
+        assertTrue(s.workers().freeThreaded());
+        assertEquals(4, s.workers().workers());
+        assertFalse(s.workers().supervised());
+        assertFalse(s.workers().processLifespan());
+        assertTrue(Cli.settings("--free-threaded", "--lifespan-scope", "process", "main:app").workers().processLifespan());
+        assertFalse(Cli.settings("--free-threaded", "--lifespan-scope", "worker", "main:app").workers().processLifespan());
+        assertTrue(Cli.settings("--workers", "4", "main:app").workers().supervised());
+    }
+
+    @ParameterizedTest
+    @CsvSource({
+            "'--lifespan-scope process', --free-threaded",
+            "'--free-threaded --lifespan-scope thread', '--lifespan-scope'",
+            "'--free-threaded --reload', --reload",
+    })
+    void lifespanScopeAndReloadRefusedWhereTheyCannotHold(String argLine, String named) {
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.add("main:app");
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        assertTrue(e.getMessage().contains(named), e.getMessage());
     }
 
     // ---- 8. TLS and HTTP/2 options
@@ -250,7 +273,7 @@ class ServerSettingsTest {
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
-            "--workers", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
+            "--workers", "--free-threaded", "--lifespan-scope", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
             "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object", "--cache-ttl-max", "--acme-domain", "--acme-email", "--acme-cache", "--acme-staging", "--acme-directory", "--acme-ca-bundle",

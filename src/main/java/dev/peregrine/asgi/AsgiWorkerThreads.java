@@ -1,0 +1,131 @@
+package dev.peregrine.asgi;
+
+import dev.peregrine.app.ServedApplication;
+import dev.peregrine.http.HttpExchange;
+import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.websocket.WebSocketConnection;
+import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.webtransport.WebTransportSession;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The workers of a free-threaded process (--free-threaded): one ASGI application object imported once,
+ * served by several event loops, each on a Python thread of its own that runs in parallel with the
+ * others. Requests are handed to the loops in turn; everything a loop touches per request (its request
+ * table, scope builder, response batch, lent buffers) belongs to that loop alone.
+ * <p>
+ * With {@code processLifespan}, the first loop runs the lifespan for the whole process and the others
+ * share its state; its shutdown runs after the other loops have stopped, since they may use what the
+ * startup made. Otherwise each loop runs its own, on the loop that then uses what it made.
+ */
+public final class AsgiWorkerThreads implements ServedApplication {
+    private final List<AsgiApplication> loops;
+    private final boolean processLifespan;
+    private final AtomicInteger turn = new AtomicInteger();
+
+    public AsgiWorkerThreads(List<AsgiApplication> loops, boolean processLifespan) {
+        if (loops.isEmpty()) throw new IllegalArgumentException("no worker threads");
+        this.loops = List.copyOf(loops);
+        this.processLifespan = processLifespan;
+    }
+
+    private AsgiApplication next() {
+        return loops.get(Math.floorMod(turn.getAndIncrement(), loops.size()));
+    }
+
+    @Override
+    public void prepare() {
+        for (AsgiApplication loop : loops) loop.prepare();
+    }
+
+    @Override
+    public String start() {
+        List<AsgiApplication> rest = loops;
+        MemorySegment shared = null;
+        String flavour = null;
+        if (processLifespan) {
+            AsgiApplication first = loops.getFirst();
+            flavour = first.start();
+            shared = first.lifespanState();
+            if (shared == null) shared = emptyState();
+            rest = loops.subList(1, loops.size());
+        }
+        // In parallel: each start runs a lifespan startup (unless shared), which may wait on the network.
+        MemorySegment state = shared;
+        List<CompletableFuture<String>> starting = new ArrayList<>();
+        for (AsgiApplication loop : rest) {
+            CompletableFuture<String> started = new CompletableFuture<>();
+            Thread.ofPlatform().name("start-" + loop.threadName()).start(() -> {
+                try {
+                    started.complete(state == null ? loop.start() : loop.start(state));
+                } catch (RuntimeException e) {
+                    started.completeExceptionally(e);
+                }
+            });
+            starting.add(started);
+        }
+        for (CompletableFuture<String> started : starting) {
+            try {
+                flavour = started.join();
+            } catch (CompletionException e) {
+                throw e.getCause() instanceof RuntimeException r ? r : e;
+            }
+        }
+        return flavour + ", " + loops.size() + " worker threads";
+    }
+
+    private static MemorySegment emptyState() {
+        int gil = PythonInterpreter.acquire();
+        try {
+            return Py.newDict();
+        } finally {
+            PythonInterpreter.release(gil);
+        }
+    }
+
+    @Override
+    public void dispatch(HttpExchange exchange) {
+        next().dispatch(exchange);
+    }
+
+    @Override
+    public WebSocketApplication webSockets() {
+        return (WebSocketConnection connection) -> next().webSockets().dispatch(connection);
+    }
+
+    @Override
+    public WebTransportApplication webTransport() {
+        return (WebTransportSession session) -> next().webTransport().dispatch(session);
+    }
+
+    /** Stops every loop at once (each drains and runs its lifespan shutdown); the process's lifespan last. */
+    @Override
+    public void stop(long timeoutMillis) throws InterruptedException {
+        long deadline = System.nanoTime() + timeoutMillis * 1_000_000L;
+        List<AsgiApplication> first = processLifespan ? loops.subList(1, loops.size()) : loops;
+        stopAll(first, deadline);
+        if (processLifespan) stopAll(List.of(loops.getFirst()), deadline);
+    }
+
+    private static void stopAll(List<AsgiApplication> loops, long deadline) throws InterruptedException {
+        List<Thread> stopping = new ArrayList<>();
+        for (AsgiApplication loop : loops) {
+            stopping.add(Thread.ofPlatform().name("stop-" + loop.threadName()).start(() -> {
+                try {
+                    loop.stop(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+        }
+        for (Thread thread : stopping) thread.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
+    }
+}
