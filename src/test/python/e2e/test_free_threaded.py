@@ -1,0 +1,104 @@
+"""Free-threaded workers (--free-threaded): worker threads of one process on a CPython built without
+the GIL. Run under a free-threaded interpreter (PEREGRINE_TEST_PYTHONS="3.13t", which bin/test gets
+from bin/python-build); under any other, only the refusal is tested. FastAPI and Flask have no wheels
+for the free-threaded ABI on the package index, so Starlette and Django serve here."""
+
+import signal
+import sysconfig
+import threading
+
+import httpx
+import pytest
+
+from conftest import assert_clean_exit, java_pid, poll, run_cli
+from test_workers import children
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+needs_free_threading = pytest.mark.skipif(not FREE_THREADED, reason="needs a free-threaded CPython (3.13t)")
+
+pytestmark = pytest.mark.peregrine_only  # uvicorn and gunicorn have no worker threads
+
+
+def records(path):
+    return path.read_text().split("\n")[:-1] if path.exists() else []
+
+
+@pytest.mark.skipif(FREE_THREADED, reason="a free-threaded CPython is what --free-threaded asks for")
+def test_refused_on_an_interpreter_with_the_gil():
+    code, out = run_cli("--free-threaded", "--workers", "2", "--port", "0", "threads_app:app")
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert lines[-1].startswith("peregrine: --free-threaded needs a free-threaded CPython"), out
+
+
+@needs_free_threading
+def test_worker_threads_serve_at_once_from_one_import(start_server, tmp_path):
+    record = tmp_path / "record.txt"
+    server = start_server("threads_app:app", "--free-threaded", "--workers", "4", env={"PEREGRINE_TEST_RECORD": str(record)})
+    # Four requests that each block their thread until all four are in: answered only if four worker
+    # threads run the application at the same time.
+    answers = []
+
+    def meet():
+        answers.append(httpx.get(server.url + "/meet?n=4", timeout=30))
+
+    clients = [threading.Thread(target=meet) for _ in range(4)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join(40)
+    assert [r.status_code for r in answers] == [200] * 4, [r.text for r in answers]
+    assert len({r.text for r in answers}) == 4, [r.text for r in answers]
+    assert records(record).count("import") == 1, records(record)
+    seen = {server.get("/thread").json()["thread"] for _ in range(8)}
+    assert len(seen) == 4, seen
+    assert server.get("/thread").json()["gil_enabled"] is False
+    assert children(java_pid(server)) == [], "worker threads, not worker processes"
+
+
+@needs_free_threading
+def test_lifespan_runs_per_worker_thread_on_its_loop(start_server, tmp_path):
+    record = tmp_path / "record.txt"
+    server = start_server("threads_app:app", "--free-threaded", "--workers", "3", env={"PEREGRINE_TEST_RECORD": str(record)})
+    starts = [line for line in records(record) if line.startswith("startup ")]
+    assert len(starts) == 3 and len(set(starts)) == 3, records(record)
+    for _ in range(6):
+        answer = server.get("/thread").json()
+        assert answer["lifespan_thread"] == answer["thread"], answer
+    assert_clean_exit(server, server.stop())
+    shutdowns = sorted(line.split()[1] for line in records(record) if line.startswith("shutdown "))
+    assert shutdowns == sorted(line.split()[1] for line in starts), records(record)
+
+
+@needs_free_threading
+def test_lifespan_scope_process_runs_once_and_shares_its_state(start_server, tmp_path):
+    record = tmp_path / "record.txt"
+    server = start_server("threads_app:app", "--free-threaded", "--workers", "3", "--lifespan-scope", "process",
+                          env={"PEREGRINE_TEST_RECORD": str(record)})
+    starts = [line for line in records(record) if line.startswith("startup ")]
+    assert len(starts) == 1, records(record)
+    answers = [server.get("/thread").json() for _ in range(6)]
+    assert len({a["thread"] for a in answers}) == 3, answers
+    assert {a["lifespan_thread"] for a in answers} == {starts[0].split()[1]}, answers
+    assert_clean_exit(server, server.stop())
+    assert [line for line in records(record) if line.startswith("shutdown ")] == ["shutdown " + starts[0].split()[1]]
+
+
+@needs_free_threading
+def test_sigterm_lets_requests_in_flight_on_every_thread_finish(start_server, tmp_path):
+    record = tmp_path / "record.txt"
+    server = start_server("threads_app:app", "--free-threaded", "--workers", "2", env={"PEREGRINE_TEST_RECORD": str(record)})
+    answers = []
+
+    def slow():
+        answers.append(httpx.get(server.url + "/sleep?s=2", timeout=30))
+
+    clients = [threading.Thread(target=slow) for _ in range(4)]
+    for t in clients:
+        t.start()
+    assert poll(lambda: records(record).count("sleep") == 4, timeout=20), records(record)
+    server.proc.send_signal(signal.SIGTERM)
+    for t in clients:
+        t.join(30)
+    assert [r.text for r in answers] == ["slept"] * 4
+    assert_clean_exit(server, server.stop())
