@@ -9,6 +9,7 @@ import java.nio.file.Path;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * Opens libpython with {@code RTLD_GLOBAL}: C extension modules (_ctypes, pydantic-core, uvloop) resolve
@@ -44,6 +45,20 @@ public final class LibPython {
         } catch (Throwable t) {
             throw new IllegalStateException("cannot load " + library, t);
         }
+    }
+
+    /** The minor version of the loaded library: {@code Py_Version} exists from 3.11 on. */
+    static int minorVersion() {
+        if (!hasSymbol("Py_Version")) return 10;
+        return (int) ((symbol("Py_Version").get(JAVA_LONG, 0) >>> 16) & 0xff);
+    }
+
+    /**
+     * Whether the loaded library is a free-threaded build: only those export the function that
+     * Py_DECREF calls for an object another thread owns.
+     */
+    static boolean freeThreaded() {
+        return hasSymbol("_Py_DecRefShared");
     }
 
     static boolean hasSymbol(String name) {

@@ -147,8 +147,9 @@ public final class Py {
         return a.address() == b.address();
     }
 
-    /** The offset of {@code ob_type} in every object of the default (GIL) build, 3.10 to 3.13. */
-    private static final long OB_TYPE = 8;
+    /** Where object fields lie in the loaded library's build; read once, so the JIT folds the offsets. */
+    static final ObjectLayout LAYOUT = ObjectLayout.of(LibPython.minorVersion(), LibPython.freeThreaded());
+    private static final long OB_TYPE = LAYOUT.obType();
     /** Scratch for out-parameters; the Python threads are few and each call completes before the next. */
     private static final ThreadLocal<MemorySegment> OUT = ThreadLocal.withInitial(() -> Arena.ofAuto().allocate(16, 8));
 
@@ -176,7 +177,7 @@ public final class Py {
     }
 
     public static MemorySegment typeOf(MemorySegment o) {
-        return o.reinterpret(16).get(ADDRESS, OB_TYPE);
+        return o.reinterpret(OB_TYPE + 8).get(ADDRESS, OB_TYPE);
     }
 
     public static boolean isInstance(MemorySegment o, MemorySegment type) {
@@ -476,8 +477,8 @@ public final class Py {
         return t;
     }
 
-    /** The offset of {@code ob_size} in variable-size objects, and of the item array in tuples. */
-    private static final long OB_SIZE = 16, TUPLE_ITEMS = 24, LIST_ITEMS = 24;
+    /** The offsets of {@code ob_size} in variable-size objects, of the items in a tuple, and of a list's item array. */
+    private static final long OB_SIZE = LAYOUT.obSize(), TUPLE_ITEMS = LAYOUT.tupleItems(), LIST_ITEMS = LAYOUT.listItems();
 
     /**
      * A list or tuple view of {@code o} (a new reference: o itself when it is one, otherwise a list
@@ -498,6 +499,30 @@ public final class Py {
             return items.reinterpret((i + 1) * 8).getAtIndex(ADDRESS, i);
         }
         return seq.reinterpret(TUPLE_ITEMS + (i + 1) * 8).get(ADDRESS, TUPLE_ITEMS + i * 8);
+    }
+
+    /**
+     * Checks {@link #LAYOUT} against this interpreter's own objects before anything relies on it, so that
+     * a build whose layout this code does not know (a later version) is refused with a message rather
+     * than crashing at the first request. Every read below stays inside the objects it reads.
+     */
+    static void checkLayout() {
+        MemorySegment tuple = tuple2(newRef(None), newRef(True));
+        MemorySegment list = newList(1);
+        listSetSteal(list, 0, newRef(False));
+        try {
+            boolean known = same(typeOf(tuple), TupleType) && same(typeOf(list), ListType)
+                    && fastSize(tuple) == 2 && fastSize(list) == 1
+                    && same(fastItem(tuple, 0), None) && same(fastItem(tuple, 1), True) && same(fastItem(list, 0), False);
+            if (!known) {
+                throw new PythonInstall.Unusable("this libpython (3." + LibPython.minorVersion()
+                        + (LibPython.freeThreaded() ? ", free-threaded" : "") + ") lays out its objects otherwise than "
+                        + LAYOUT + ": Peregrine does not support this CPython version yet");
+            }
+        } finally {
+            decRef(list);
+            decRef(tuple);
+        }
     }
 
     public static boolean isListOrTuple(MemorySegment o) {

@@ -16,8 +16,11 @@ import java.util.concurrent.TimeUnit;
  * <p>The launcher of the pip package sets PEREGRINE_PYTHON to the interpreter it was installed into
  * (its sys.executable), so that `peregrine` serves with that interpreter's packages as uvicorn does,
  * whichever virtualenv happens to be active.
+ *
+ * <p>{@code freeThreaded} is a build without the GIL (PEP 703, {@code Py_GIL_DISABLED}, "3.13t"): its
+ * objects have a larger header, which {@link Py} must know before it reads any of them.
  */
-public record PythonInstall(Path executable, Path library, String version, String prefix) {
+public record PythonInstall(Path executable, Path library, String version, String prefix, boolean freeThreaded) {
 
     /** Asked of the interpreter itself, so that pyenv shims and venvs resolve as they do for the user. */
     private static final String PROBE = String.join("\n",
@@ -28,7 +31,10 @@ public record PythonInstall(Path executable, Path library, String version, Strin
             "print(sysconfig.get_config_var('Py_ENABLE_SHARED') or 0)",
             "print(sysconfig.get_config_var('LIBDIR') or '')",
             "print(sysconfig.get_config_var('LDLIBRARY') or '')",
-            "print(sysconfig.get_config_var('INSTSONAME') or '')");
+            "print(sysconfig.get_config_var('INSTSONAME') or '')",
+            "print(sys.base_prefix)",
+            "print(getattr(sys, 'abiflags', ''))",
+            "print(sysconfig.get_config_var('Py_GIL_DISABLED') or 0)");
 
     /** Why an interpreter cannot be used; the message is the one line the user sees. */
     public static final class Unusable extends RuntimeException {
@@ -90,7 +96,7 @@ public record PythonInstall(Path executable, Path library, String version, Strin
             Thread.currentThread().interrupt();
             throw new Unusable("interrupted while asking " + python + " about itself");
         }
-        if (lines.size() < 7) throw new Unusable(python + " gave an unexpected answer about itself");
+        if (lines.size() < 10) throw new Unusable(python + " gave an unexpected answer about itself");
         Path executable = Path.of(lines.get(0));
         String version = lines.get(1);
         String[] parts = version.split("\\.");
@@ -102,12 +108,23 @@ public record PythonInstall(Path executable, Path library, String version, Strin
             throw new Unusable(executable + " (Python " + version + ") was built without a shared libpython, so it cannot be embedded;"
                     + " use a Python built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared)");
         }
-        Path libdir = Path.of(lines.get(4));
-        for (String name : List.of(lines.get(5), lines.get(6), "libpython" + major + "." + minor + ".so")) {
-            if (name.isBlank() || !name.contains(".so")) continue;
-            Path library = libdir.resolve(name);
-            if (Files.exists(library)) return new PythonInstall(executable, library, version, lines.get(2));
+        boolean freeThreaded = "1".equals(lines.get(9).strip());
+        String abiflags = lines.get(8).strip();
+        // LIBDIR is where the library was installed when CPython was built. Relocatable builds
+        // (python-build-standalone's, uv's, bytedeco's 3.14 from Maven Central) keep the build machine's
+        // path there, so the library is also looked for under the prefix the interpreter runs from.
+        List<Path> libdirs = new java.util.ArrayList<>();
+        if (!lines.get(4).isBlank()) libdirs.add(Path.of(lines.get(4)));
+        libdirs.add(Path.of(lines.get(7)).resolve("lib"));
+        List<String> names = List.of(lines.get(5), lines.get(6), "libpython" + major + "." + minor + abiflags + ".so");
+        for (Path libdir : libdirs) {
+            for (String name : names) {
+                if (name.isBlank() || !name.contains(".so")) continue;
+                Path library = libdir.resolve(name);
+                if (Files.exists(library)) return new PythonInstall(executable, library, version, lines.get(2), freeThreaded);
+            }
         }
-        throw new Unusable(executable + " (Python " + version + ") names no shared libpython that exists in " + libdir);
+        throw new Unusable(executable + " (Python " + version + ") names no shared libpython that exists in "
+                + libdirs.stream().map(Path::toString).distinct().collect(java.util.stream.Collectors.joining(" or ")));
     }
 }

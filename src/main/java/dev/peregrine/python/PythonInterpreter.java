@@ -59,7 +59,7 @@ public final class PythonInterpreter {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment preconfig = arena.allocate(128, 8);
             Py.PyPreConfig_InitIsolatedConfig.invokeExact(preconfig);
-            preconfig.set(JAVA_INT, 28, 1); // utf8_mode: the same offset from 3.8 to 3.13
+            preconfig.set(JAVA_INT, 28, 1); // utf8_mode: the same offset from 3.8 to 3.14, free-threaded or not
             checkStatus((MemorySegment) Py.Py_PreInitialize.invokeExact((java.lang.foreign.SegmentAllocator) arena, preconfig), "Py_PreInitialize");
 
             MemorySegment config = arena.allocate(16 * 1024, 16);
@@ -71,6 +71,7 @@ public final class PythonInterpreter {
             MemorySegment status = (MemorySegment) Py.Py_InitializeFromConfig.invokeExact((java.lang.foreign.SegmentAllocator) arena, config);
             Py.PyConfig_Clear.invokeExact(config);
             checkStatus(status, "Py_InitializeFromConfig");
+            Py.checkLayout();
         } catch (PythonInstall.Unusable e) {
             throw e;
         } catch (Throwable t) {
