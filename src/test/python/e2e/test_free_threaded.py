@@ -23,6 +23,22 @@ def records(path):
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
 
+def meet_at_once(server, n):
+    """n requests at once to /meet?n=N: the answers, each the name of the thread that served it."""
+    answers = []
+
+    def meet():
+        answers.append(httpx.get(server.url + "/meet?n=%d" % n, timeout=30))
+
+    clients = [threading.Thread(target=meet) for _ in range(n)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join(40)
+    assert [r.status_code for r in answers] == [200] * n, [r.text for r in answers]
+    return [r.text for r in answers]
+
+
 @pytest.mark.skipif(FREE_THREADED, reason="a free-threaded CPython is what --free-threaded asks for")
 def test_refused_on_an_interpreter_with_the_gil():
     code, out = run_cli("--free-threaded", "--workers", "2", "--port", "0", "threads_app:app")
@@ -37,23 +53,21 @@ def test_worker_threads_serve_at_once_from_one_import(start_server, tmp_path):
     server = start_server("threads_app:app", "--free-threaded", "--workers", "4", env={"PEREGRINE_TEST_RECORD": str(record)})
     # Four requests that each block their thread until all four are in: answered only if four worker
     # threads run the application at the same time.
-    answers = []
-
-    def meet():
-        answers.append(httpx.get(server.url + "/meet?n=4", timeout=30))
-
-    clients = [threading.Thread(target=meet) for _ in range(4)]
-    for t in clients:
-        t.start()
-    for t in clients:
-        t.join(40)
-    assert [r.status_code for r in answers] == [200] * 4, [r.text for r in answers]
-    assert len({r.text for r in answers}) == 4, [r.text for r in answers]
+    assert len(set(meet_at_once(server, 4))) == 4
     assert records(record).count("import") == 1, records(record)
     seen = {server.get("/thread").json()["thread"] for _ in range(8)}
     assert len(seen) == 4, seen
     assert server.get("/thread").json()["gil_enabled"] is False
     assert children(java_pid(server)) == [], "worker threads, not worker processes"
+
+
+@needs_free_threading
+def test_django_wsgi_is_served_by_the_threads_of_every_worker_at_once(start_server):
+    # Two worker threads of two WSGI threads each: four requests run the application at once.
+    server = start_server("django_app.wsgi:application", "--free-threaded", "--workers", "2", "--wsgi-threads", "2")
+    assert len(set(meet_at_once(server, 4))) == 4
+    assert server.get("/info/x").json()["path"] == "/info/x"
+    assert children(java_pid(server)) == []
 
 
 @needs_free_threading

@@ -7,4 +7,5 @@ urlpatterns = [
     path("info/<path:rest>", views.info),
     path("post", views.post_data),
     path("echo", views.echo),
+    path("meet", views.meet),
 ]
