@@ -17,14 +17,13 @@ import os
 import sys
 import threading
 
+import meeting
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 RECORD = os.environ.get("PEREGRINE_TEST_RECORD")
 _record_lock = threading.Lock()
-_meetings = {}
-_meetings_lock = threading.Lock()
 
 
 def record(line):
@@ -47,20 +46,10 @@ async def thread(request):
                          "gil_enabled": gil_enabled()})
 
 
-def meet(request):
-    n = int(request.query_params["n"])
-    with _meetings_lock:
-        barrier = _meetings.setdefault(n, threading.Barrier(n))
-    try:
-        barrier.wait(timeout=20)
-    except threading.BrokenBarrierError:
-        return PlainTextResponse("alone", status_code=503)
-    return PlainTextResponse(threading.current_thread().name)
-
-
-async def meet_blocking(request):
-    # Blocking on purpose: the barrier is passed only if N loops are running at once.
-    return meet(request)
+async def meet(request):
+    # Blocking its loop on purpose: the meeting happens only if N loops run at once.
+    name = meeting.meet(int(request.query_params["n"]))
+    return PlainTextResponse(name) if name else PlainTextResponse("alone", status_code=503)
 
 
 async def sleep(request):
@@ -76,4 +65,4 @@ async def lifespan(app):
     record("shutdown " + name)
 
 
-app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet_blocking), Route("/sleep", sleep)], lifespan=lifespan)
+app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet), Route("/sleep", sleep)], lifespan=lifespan)

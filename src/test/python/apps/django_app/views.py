@@ -1,5 +1,4 @@
-import threading
-
+import meeting
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -31,18 +30,7 @@ def echo(request):
     return HttpResponse(request.body, content_type="application/octet-stream")
 
 
-_meetings = {}
-_meetings_lock = threading.Lock()
-
-
 def meet(request):
-    """Blocks until n requests are in this view at once, then answers with its thread's name: only n
-    threads running the application at the same time can all be answered."""
-    n = int(request.GET["n"])
-    with _meetings_lock:
-        barrier = _meetings.setdefault(n, threading.Barrier(n))
-    try:
-        barrier.wait(timeout=20)
-    except threading.BrokenBarrierError:
-        return HttpResponse("alone", status=503)
-    return HttpResponse(threading.current_thread().name)
+    """Answers once n requests are in this view at once (see meeting.py), with its thread's name."""
+    name = meeting.meet(int(request.GET["n"]))
+    return HttpResponse(name) if name else HttpResponse("alone", status=503)
