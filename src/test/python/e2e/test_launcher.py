@@ -32,7 +32,10 @@ def fake_interpreter(root, shared):
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
     python = bin_dir / "python3"
-    answer = "\n".join([str(python), "3.11.7", str(root), "1" if shared else "0", str(root / "lib"), "libpython3.11.a", "libpython3.11.a"])
+    # The lines of PythonInstall.PROBE: executable, version, prefix, Py_ENABLE_SHARED, LIBDIR, LDLIBRARY,
+    # INSTSONAME, base_prefix, abiflags, Py_GIL_DISABLED.
+    answer = "\n".join([str(python), "3.11.7", str(root), "1" if shared else "0", str(root / "lib"), "libpython3.11.a",
+                        "libpython3.11.a", str(root), "", "0"])
     python.write_text("#!/bin/sh\nprintf '%s\\n' " + " ".join("'%s'" % line for line in answer.splitlines()) + "\n")
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     return python
