@@ -39,8 +39,6 @@ public final class AsgiApplication implements ServedApplication {
     private Thread thread;
     /** Set before the loop's thread starts, which reads it (see {@link #start(MemorySegment)}). */
     private MemorySegment sharedState;
-    /** The state the lifespan startup filled, once ready; shared by the other loops with --lifespan-scope process. */
-    private MemorySegment lifespanState;
     /** "python", or "python-N" for the worker threads of a free-threaded process. */
     private final String threadName;
 
@@ -106,10 +104,7 @@ public final class AsgiApplication implements ServedApplication {
         interpreter.define("asgi_ready", args -> {
             AsgiApplication self = onThisLoop();
             MemorySegment state = args.get(0), error = args.get(2);
-            if (!Py.isNone(state)) {
-                self.scopes.useState(state);
-                self.lifespanState = Py.newRef(state);
-            }
+            if (!Py.isNone(state)) self.scopes.useState(state);
             if (Py.isNone(error)) self.ready.complete(Py.toJavaString(args.get(1)));
             else self.ready.completeExceptionally(new IllegalStateException(Py.toJavaString(error)));
             return null;
@@ -158,17 +153,22 @@ public final class AsgiApplication implements ServedApplication {
      */
     @Override
     public String start() {
-        return start(null);
+        launch(null);
+        return awaitReady();
     }
 
     /**
-     * As {@link #start()}; with {@code sharedState} (a lifespan state another loop made for the whole
-     * process), this loop runs no lifespan of its own and its requests see that state.
+     * Starts the Python thread without waiting for it; with {@code sharedState} (a lifespan state another
+     * loop made for the whole process), this loop runs no lifespan of its own and its requests see that state.
      */
-    String start(MemorySegment sharedState) {
+    void launch(MemorySegment sharedState) {
         this.sharedState = sharedState;
         thread = new LoopThread(this, threadName);
         thread.start();
+    }
+
+    /** Waits until the launched loop serves: its name, or throws with the reason it cannot. */
+    String awaitReady() {
         try {
             return ready.join();
         } catch (java.util.concurrent.CompletionException e) {
@@ -200,19 +200,24 @@ public final class AsgiApplication implements ServedApplication {
         }
     }
 
-    String threadName() {
-        return threadName;
-    }
-
-    /** The lifespan state of a started application (a borrowed reference), or null when it has none. */
+    /** The lifespan state requests see, once ready: shared by the other loops with --lifespan-scope process. */
     MemorySegment lifespanState() {
-        return lifespanState;
+        return scopes.state();
     }
 
     /** Stops the loop once in-flight requests are done; runs lifespan shutdown; waits for the thread. */
     @Override
     public void stop(long timeoutMillis) throws InterruptedException {
+        requestStop();
+        awaitStopped(timeoutMillis);
+    }
+
+    /** Asks the loop to stop once in-flight requests are done, without waiting. */
+    void requestStop() {
         wakeup.post(() -> Py.callVoid(glueStop));
+    }
+
+    void awaitStopped(long timeoutMillis) throws InterruptedException {
         if (thread != null) thread.join(timeoutMillis);
     }
 

@@ -2,18 +2,13 @@ package dev.peregrine.asgi;
 
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
-import dev.peregrine.python.Py;
-import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
 import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.webtransport.WebTransportSession;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -46,49 +41,23 @@ public final class AsgiWorkerThreads implements ServedApplication {
         for (AsgiApplication loop : loops) loop.prepare();
     }
 
+    /** Launches every loop at once (lifespan startups may wait on the network), then waits for each. */
     @Override
     public String start() {
-        List<AsgiApplication> rest = loops;
         MemorySegment shared = null;
-        String flavour = null;
+        List<AsgiApplication> rest = loops;
         if (processLifespan) {
             AsgiApplication first = loops.getFirst();
-            flavour = first.start();
+            first.launch(null);
+            first.awaitReady();
+            // The glue hands over a state dictionary whenever the startup succeeds, even without a lifespan.
             shared = first.lifespanState();
-            if (shared == null) shared = emptyState();
             rest = loops.subList(1, loops.size());
         }
-        // In parallel: each start runs a lifespan startup (unless shared), which may wait on the network.
-        MemorySegment state = shared;
-        List<CompletableFuture<String>> starting = new ArrayList<>();
-        for (AsgiApplication loop : rest) {
-            CompletableFuture<String> started = new CompletableFuture<>();
-            Thread.ofPlatform().name("start-" + loop.threadName()).start(() -> {
-                try {
-                    started.complete(state == null ? loop.start() : loop.start(state));
-                } catch (RuntimeException e) {
-                    started.completeExceptionally(e);
-                }
-            });
-            starting.add(started);
-        }
-        for (CompletableFuture<String> started : starting) {
-            try {
-                flavour = started.join();
-            } catch (CompletionException e) {
-                throw e.getCause() instanceof RuntimeException r ? r : e;
-            }
-        }
+        for (AsgiApplication loop : rest) loop.launch(shared);
+        String flavour = null;
+        for (AsgiApplication loop : loops) flavour = loop.awaitReady();
         return flavour + ", " + loops.size() + " worker threads";
-    }
-
-    private static MemorySegment emptyState() {
-        int gil = PythonInterpreter.acquire();
-        try {
-            return Py.newDict();
-        } finally {
-            PythonInterpreter.release(gil);
-        }
     }
 
     @Override
@@ -116,16 +85,7 @@ public final class AsgiWorkerThreads implements ServedApplication {
     }
 
     private static void stopAll(List<AsgiApplication> loops, long deadline) throws InterruptedException {
-        List<Thread> stopping = new ArrayList<>();
-        for (AsgiApplication loop : loops) {
-            stopping.add(Thread.ofPlatform().name("stop-" + loop.threadName()).start(() -> {
-                try {
-                    loop.stop(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }));
-        }
-        for (Thread thread : stopping) thread.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
+        for (AsgiApplication loop : loops) loop.requestStop();
+        for (AsgiApplication loop : loops) loop.awaitStopped(Math.max(1, (deadline - System.nanoTime()) / 1_000_000L));
     }
 }

@@ -67,6 +67,11 @@ final class ScopeBuilder {
         state = Py.newRef(lifespanState);
     }
 
+    /** The lifespan state (a borrowed reference); set once the loop is ready. */
+    MemorySegment state() {
+        return state;
+    }
+
     MemorySegment build(HttpExchange exchange) {
         MemorySegment scope = common(exchange.head(), exchange.httpVersion(), exchange.scheme(), exchange.remoteAddress(), exchange.localAddress());
         Py.dictSet(scope, kMethod, constants.get(exchange.head().method()));

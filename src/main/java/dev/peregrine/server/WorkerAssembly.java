@@ -39,6 +39,7 @@ import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 
 /**
  * Puts one worker together, in the order that lets each failure be reported with nothing half-started:
@@ -98,15 +99,11 @@ public final class WorkerAssembly {
      */
     private ServedApplication asgi(PythonInterpreter interpreter, MemorySegment app, WorkerMetrics metrics) {
         AsgiApplication.defineNatives(interpreter);
-        if (!settings.workers().freeThreaded()) {
-            return new AsgiApplication(interpreter, app, settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
-                    metrics.recorder(), "python");
-        }
+        Function<String, AsgiApplication> loop = threadName -> new AsgiApplication(interpreter, app,
+                settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(), metrics.recorder(), threadName);
+        if (!settings.workers().freeThreaded()) return loop.apply("python");
         List<AsgiApplication> loops = new ArrayList<>();
-        for (int i = 1; i <= settings.workers().workers(); i++) {
-            loops.add(new AsgiApplication(interpreter, app, settings.app().rootPath(), settings.app().uvloop(), settings.app().lifespan(),
-                    metrics.recorder(), "python-" + i));
-        }
+        for (int i = 1; i <= settings.workers().workers(); i++) loops.add(loop.apply("python-" + i));
         return new AsgiWorkerThreads(loops, settings.workers().processLifespan());
     }
 

@@ -31,7 +31,7 @@ final class WsgiRequest implements BodyReceiver {
     static final int READ_AHEAD = 64 * 1024;
     /** Bounded so that many slow chunked uploads cannot make the server hold --max-body each in memory. */
     static final int UNSIZED_READ_AHEAD = 1024 * 1024;
-    private static final Logger LOG = Logger.getLogger(WsgiRequest.class);
+    private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final HttpExchange exchange;
     private final Consumer<WsgiRequest> ready;
