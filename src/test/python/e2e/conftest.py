@@ -791,10 +791,17 @@ def strace_attached(pid, expression, out_path):
     returns the strace process once it is attached."""
     proc = subprocess.Popen(["strace", "-f", "-qq", "-e", expression, "-o", str(out_path), "-p", str(pid)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # strace prints nothing on attach with -qq: wait until the tracer shows in the tracee's status
-    attached = poll(lambda: any(line.startswith("TracerPid:") and line.split()[1] != "0"
-                                for line in Path("/proc/%d/status" % pid).read_text().splitlines()), timeout=20)
-    assert attached, "strace did not attach"
+    # strace prints nothing on attach with -qq, and attaches to the threads one after the other:
+    # wait until the tracer shows in every thread's status, or a request can pass through an
+    # I/O thread not yet traced (threads started later are followed by -f).
+    def traced(status):
+        try:
+            return any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in status.read_text().splitlines())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            return True
+
+    attached = poll(lambda: all(traced(task / "status") for task in Path("/proc/%d/task" % pid).iterdir()), timeout=20)
+    assert attached, "strace did not attach to every thread"
     return proc
 
 
