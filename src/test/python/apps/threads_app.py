@@ -11,11 +11,13 @@ Routes:
   /meet?n=N      waits (blocking its thread) until N requests are in it at once, then answers with its
                  thread's name: only N threads running at the same time can all be answered
   /sleep?s=F     records "sleep", awaits F seconds, then "slept"
+  /block?s=F     records "block", blocks its thread (and so its loop) for F seconds, then "unblocked"
 """
 import asyncio
 import os
 import sys
 import threading
+import time
 
 import meeting
 from starlette.applications import Starlette
@@ -58,6 +60,13 @@ async def sleep(request):
     return PlainTextResponse("slept")
 
 
+async def block(request):
+    record("block")
+    time.sleep(float(request.query_params.get("s", "1")))  # the mistake of a synchronous call in async code
+    record("unblocked")
+    return PlainTextResponse(threading.current_thread().name)
+
+
 async def lifespan(app):
     name = threading.current_thread().name
     record("startup " + name)
@@ -65,4 +74,4 @@ async def lifespan(app):
     record("shutdown " + name)
 
 
-app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet), Route("/sleep", sleep)], lifespan=lifespan)
+app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet), Route("/sleep", sleep), Route("/block", block)], lifespan=lifespan)

@@ -62,6 +62,21 @@ def test_worker_threads_serve_at_once_from_one_import(start_server, tmp_path):
 
 
 @needs_free_threading
+def test_a_request_goes_to_a_free_loop_not_behind_a_blocked_one(start_server, tmp_path):
+    # Taking turns would send every other request to the blocked loop, to wait there until it ends.
+    record = tmp_path / "record.txt"
+    server = start_server("threads_app:app", "--free-threaded", "--workers", "2", env={"PEREGRINE_TEST_RECORD": str(record)})
+    blocked = []
+    holder = threading.Thread(target=lambda: blocked.append(httpx.get(server.url + "/block?s=15", timeout=60)))
+    holder.start()
+    assert poll(lambda: "block" in records(record), timeout=20), records(record)
+    served_by = {server.get("/thread").json()["thread"] for _ in range(6)}
+    assert "unblocked" not in records(record), "the requests waited for the blocked loop"
+    holder.join(60)
+    assert blocked[0].status_code == 200 and len(served_by) == 1 and blocked[0].text not in served_by, (blocked[0].text, served_by)
+
+
+@needs_free_threading
 def test_django_wsgi_is_served_by_the_threads_of_every_worker_at_once(start_server):
     # Two worker threads of two WSGI threads each: four requests run the application at once.
     server = start_server("django_app.wsgi:application", "--free-threaded", "--workers", "2", "--wsgi-threads", "2")

@@ -17,6 +17,7 @@ import org.jboss.logging.Logger;
 
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Serves an ASGI 3 application: owns the Python thread and its asyncio loop, hands it requests
@@ -32,6 +33,11 @@ public final class AsgiApplication implements ServedApplication {
     private final LoopWakeup wakeup = new LoopWakeup();
     private final BorrowedBytes borrowed = new BorrowedBytes(() -> wakeup.post(this::drainBorrowed));
     private final RequestTable requests = new RequestTable();
+    /**
+     * Requests and connections handed to this loop that have not ended, queued ones included; any
+     * thread. Free-threaded workers give each new one to the loop with the fewest (AsgiWorkerThreads).
+     */
+    private final AtomicInteger load = new AtomicInteger();
     private final CompletableFuture<String> ready = new CompletableFuture<>();
     private final String rootPath;
     private final PythonInterpreter interpreter;
@@ -97,8 +103,12 @@ public final class AsgiApplication implements ServedApplication {
         interpreter.define("asgi_send", args -> onThisLoop().request(args.self()).send(args.get(0)));
         interpreter.define("asgi_done", args -> {
             MemorySegment error = args.get(1);
-            AsgiCall request = onThisLoop().requests.remove(Py.toLong(args.get(0)));
-            if (request != null) request.done(Py.isNone(error) ? null : Py.toJavaString(error));
+            AsgiApplication self = onThisLoop();
+            AsgiCall request = self.requests.remove(Py.toLong(args.get(0)));
+            if (request != null) {
+                self.load.decrementAndGet();
+                request.done(Py.isNone(error) ? null : Py.toJavaString(error));
+            }
             return null;
         });
         interpreter.define("asgi_ready", args -> {
@@ -262,6 +272,7 @@ public final class AsgiApplication implements ServedApplication {
 
     @Override
     public void dispatch(HttpExchange exchange) {
+        load.incrementAndGet();
         AsgiRequest request = new AsgiRequest(this, exchange);
         exchange.receiveBody(request);
         long ready = metrics.clock();
@@ -274,6 +285,7 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebSocket(WebSocketConnection connection) {
+        load.incrementAndGet();
         AsgiWebSocket socket = new AsgiWebSocket(this, connection);
         connection.start(socket);
         long ready = metrics.clock();
@@ -286,6 +298,7 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebTransport(WebTransportSession session) {
+        load.incrementAndGet();
         AsgiWebTransport call = new AsgiWebTransport(this, session);
         session.start(call);
         long ready = metrics.clock();
@@ -294,6 +307,10 @@ public final class AsgiApplication implements ServedApplication {
 
     void post(Runnable task) {
         wakeup.post(task);
+    }
+
+    int load() {
+        return load.get();
     }
 
     // ---- on the Python thread ----
@@ -320,6 +337,7 @@ public final class AsgiApplication implements ServedApplication {
         if (task.address() == 0) {
             PythonException e = PythonException.fetch();
             requests.remove(cid);
+            load.decrementAndGet();
             request.done(e.traceback());
         } else {
             // Held until the request ends: the loop itself keeps only weak references to tasks.

@@ -14,7 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The workers of a free-threaded process (--free-threaded): one ASGI application object imported once,
  * served by several event loops, each on a Python thread of its own that runs in parallel with the
- * others. Requests are handed to the loops in turn; everything a loop touches per request (its request
+ * others. Each request goes to the loop with the fewest unfinished ones; everything a loop touches per request (its request
  * table, scope builder, response batch, lent buffers) belongs to that loop alone.
  * <p>
  * With {@code processLifespan}, the first loop runs the lifespan for the whole process and the others
@@ -32,8 +32,26 @@ public final class AsgiWorkerThreads implements ServedApplication {
         this.processLifespan = processLifespan;
     }
 
+    /**
+     * The loop with the fewest requests and connections not yet ended, the first in turn among equals.
+     * Taking turns alone is not enough: a keep-alive client sends its next request when the last one
+     * ends, so clients gather on the loop with the longest queue while another idles (measured: two
+     * loops under 8 clients of a 16 ms route served 66 req/s instead of 115 in some runs).
+     */
     private AsgiApplication next() {
-        return loops.get(Math.floorMod(turn.getAndIncrement(), loops.size()));
+        int size = loops.size();
+        int start = Math.floorMod(turn.getAndIncrement(), size);
+        AsgiApplication best = loops.get(start);
+        int least = best.load();
+        for (int i = 1; i < size && least > 0; i++) {
+            AsgiApplication loop = loops.get((start + i) % size);
+            int load = loop.load();
+            if (load < least) {
+                best = loop;
+                least = load;
+            }
+        }
+        return best;
     }
 
     @Override
