@@ -11,6 +11,7 @@ Routes:
   /meet?n=N      waits (blocking its thread) until N requests are in it at once, then answers with its
                  thread's name: only N threads running at the same time can all be answered
   /sleep?s=F     records "sleep", awaits F seconds, then "slept"
+  /pid           the process's id
   /block?s=F     records "block", blocks its thread (and so its loop) for F seconds, then "unblocked"
 """
 import asyncio
@@ -60,6 +61,10 @@ async def sleep(request):
     return PlainTextResponse("slept")
 
 
+async def pid(request):
+    return PlainTextResponse(str(os.getpid()))
+
+
 async def block(request):
     record("block")
     time.sleep(float(request.query_params.get("s", "1")))  # the mistake of a synchronous call in async code
@@ -74,4 +79,4 @@ async def lifespan(app):
     record("shutdown " + name)
 
 
-app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet), Route("/sleep", sleep), Route("/block", block)], lifespan=lifespan)
+app = Starlette(routes=[Route("/thread", thread), Route("/meet", meet), Route("/sleep", sleep), Route("/block", block), Route("/pid", pid)], lifespan=lifespan)

@@ -220,11 +220,12 @@ public final class CommandLineSettings {
                 default -> throw new ConfigException("invalid value for option '--lifespan-scope': '" + c.lifespanScope + "' (expected worker or process)");
             }
         }
-        if (freeThreaded && on(c.reload)) throw new ConfigException("--reload with --free-threaded is not supported yet");
         return new WorkerSettings(count,
                 // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
-                // Free-threaded workers are threads of the one process, which has no supervisor.
-                !freeThreaded && (c.workers != 1 || on(c.reload)),
+                // Free-threaded workers get one too, for the same reasons: a module cannot be imported afresh
+                // in a running interpreter, so a SIGHUP or a source change needs a new process, and the
+                // supervisor keeps the PID the init system knows while one process takes over from another.
+                c.workers != 1 || on(c.reload),
                 range("--drain-delay", c.drainDelay, 0, Long.MAX_VALUE),
                 on(c.reload), freeThreaded, processLifespan);
     }

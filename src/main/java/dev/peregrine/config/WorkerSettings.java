@@ -2,10 +2,14 @@ package dev.peregrine.config;
 
 /**
  * Workers and their life cycle. {@code supervised}: a supervisor process runs the workers.
- * {@code freeThreaded}: the workers are threads of this one process, on a free-threaded CPython, and
+ * {@code freeThreaded}: the workers are threads of one worker process, on a free-threaded CPython, and
  * {@code processLifespan} says whether one ASGI lifespan serves them all (--lifespan-scope process)
  * rather than one per worker thread.
  */
 public record WorkerSettings(int workers, boolean supervised, long drainDelayMillis, boolean reload, boolean freeThreaded,
                              boolean processLifespan) {
+    /** How many worker processes serve at once: one per worker, or the one whose threads the workers are. */
+    public int processes() {
+        return freeThreaded ? 1 : workers;
+    }
 }

@@ -238,7 +238,7 @@ public final class WorkerAssembly {
                     : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
         }
         undo.push(listener::close);
-        if (link != null) {
+        if (link != null && settings.workers().processes() > 1) {
             // Other workers accept on the same socket: while every WSGI thread here is taken, or the ASGI
             // loop is blocked, a connection this worker accepted would wait behind them, where another
             // worker could answer it at once. The check runs on the listener's event loop, so the last

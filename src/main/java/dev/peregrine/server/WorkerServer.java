@@ -70,8 +70,6 @@ public final class WorkerServer {
                     LOG.info("received SIGHUP: reloading the certificates");
                     tls.reload();
                 }
-                : settings.workers().freeThreaded()
-                ? signal -> LOG.warn("received SIGHUP: ignored, replacing the worker threads of a free-threaded process is not built yet")
                 : signal -> LOG.warn("received SIGHUP: ignored, SIGHUP replaces workers only when a supervisor runs them: "
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         Worker worker;

@@ -94,7 +94,7 @@ public final class Supervisor {
             System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
             return 1;
         }
-        int count = settings.workers().workers();
+        int count = settings.workers().processes();
         // What start() set up, undone last first: when a step fails, and at the end of a normal run alike.
         Deque<Runnable> undo = new ArrayDeque<>();
         try {
@@ -298,8 +298,11 @@ public final class Supervisor {
         LOG.debugf("%s ready", w.name());
         if (!started && Stream.of(serving).allMatch(s -> s != null && s.ready)) {
             started = true;
-            LOG.infof("Peregrine %s serving %s on %s with %d workers (pids %s)%s", Version.VERSION, settings.app().target(), address, count,
-                    Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse(""),
+            String pids = Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse("");
+            LOG.infof("Peregrine %s serving %s on %s with %s%s", Version.VERSION, settings.app().target(), address,
+                    settings.workers().freeThreaded()
+                            ? settings.workers().workers() + " worker threads in one process (pid " + pids + ")"
+                            : count + " workers (pids " + pids + ")",
                     settings.workers().reload() ? ", reloading on source changes" : "");
             if (metrics != null) LOG.infof("Metrics on %s", metrics.url());
         }

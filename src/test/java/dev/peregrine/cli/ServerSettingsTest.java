@@ -163,24 +163,26 @@ class ServerSettingsTest {
     }
 
     @Test
-    void freeThreadedWorkersAreThreadsOfOneProcessWithoutASupervisor() {
+    void freeThreadedWorkersAreThreadsOfOneSupervisedProcess() {
         ServerSettings s = Cli.settings("--free-threaded", "--workers", "4", "main:app");
         assertTrue(s.workers().freeThreaded());
         assertEquals(4, s.workers().workers());
-        assertFalse(s.workers().supervised());
+        assertEquals(1, s.workers().processes());
+        assertTrue(s.workers().supervised());
         assertFalse(s.workers().processLifespan());
+        assertEquals(4, Cli.settings("--workers", "4", "main:app").workers().processes());
+        assertFalse(Cli.settings("--free-threaded", "main:app").workers().supervised());
+        assertTrue(Cli.settings("--free-threaded", "--reload", "main:app").workers().supervised());
         assertTrue(Cli.settings("--free-threaded", "--lifespan-scope", "process", "main:app").workers().processLifespan());
         assertFalse(Cli.settings("--free-threaded", "--lifespan-scope", "worker", "main:app").workers().processLifespan());
-        assertTrue(Cli.settings("--workers", "4", "main:app").workers().supervised());
     }
 
     @ParameterizedTest
     @CsvSource({
             "'--lifespan-scope process', --free-threaded",
             "'--free-threaded --lifespan-scope thread', '--lifespan-scope'",
-            "'--free-threaded --reload', --reload",
     })
-    void lifespanScopeAndReloadRefusedWhereTheyCannotHold(String argLine, String named) {
+    void lifespanScopeRefusedWhereItCannotHold(String argLine, String named) {
         List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
         args.add("main:app");
         ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
