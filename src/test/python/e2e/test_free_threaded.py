@@ -49,8 +49,9 @@ def meet_at_once(server, n):
 
 
 @pytest.mark.skipif(FREE_THREADED, reason="a free-threaded CPython is what --free-threaded asks for")
-def test_refused_on_an_interpreter_with_the_gil():
-    code, out = run_cli("--free-threaded", "--workers", "2", "--port", "0", "threads_app:app")
+@pytest.mark.parametrize("workers", ["1", "2"])  # by the one process, and by the supervisor before any worker starts
+def test_refused_on_an_interpreter_with_the_gil(workers):
+    code, out = run_cli("--free-threaded", "--workers", workers, "--port", "0", "threads_app:app")
     assert code == 2, out
     lines = [line for line in out.splitlines() if line.strip()]
     assert lines[-1].startswith("peregrine: --free-threaded needs a free-threaded CPython"), out

@@ -22,6 +22,11 @@ import java.util.concurrent.TimeUnit;
  */
 public record PythonInstall(Path executable, Path library, String version, String prefix, boolean freeThreaded) {
 
+    /** Why --free-threaded cannot run on this interpreter, or null when it can. */
+    public String freeThreadingRefusal() {
+        return freeThreaded ? null : "--free-threaded needs a free-threaded CPython (such as python3.13t): " + executable + " is built with the GIL";
+    }
+
     /** Asked of the interpreter itself, so that pyenv shims and venvs resolve as they do for the user. */
     private static final String PROBE = String.join("\n",
             "import sys, sysconfig, os",

@@ -4,26 +4,9 @@ import dev.peregrine.python.Py;
 
 import java.lang.foreign.MemorySegment;
 
-/** What a free-threaded process (--free-threaded) asks of the interpreter; each with the GIL held. */
+/** What a free-threaded process (--free-threaded) asks of the interpreter, with the GIL held. */
 final class FreeThreading {
     private FreeThreading() {}
-
-    /** Whether this CPython was built without the GIL (PEP 703: python3.13t and later). */
-    static boolean supportedByBuild() {
-        MemorySegment sysconfig = Py.importModule("sysconfig");
-        MemorySegment getConfigVar = Py.getAttr(sysconfig, "get_config_var");
-        MemorySegment name = Py.str("Py_GIL_DISABLED");
-        try {
-            MemorySegment value = Py.call(getConfigVar, name);
-            boolean disabled = !Py.isNone(value) && Py.isTrue(value);
-            Py.decRef(value);
-            return disabled;
-        } finally {
-            Py.decRef(name);
-            Py.decRef(getConfigVar);
-            Py.decRef(sysconfig);
-        }
-    }
 
     /**
      * Whether the GIL is on now: a free-threaded CPython turns it on when it imports an extension module

@@ -157,10 +157,7 @@ public final class WorkerAssembly {
         boolean freeThreaded = settings.workers().freeThreaded();
         int gil = PythonInterpreter.acquire();
         try {
-            if (freeThreaded && !FreeThreading.supportedByBuild()) {
-                throw new StartFailure(2, "--free-threaded needs a free-threaded CPython (such as python3.13t): "
-                        + install.executable() + " is built with the GIL", "");
-            }
+            if (freeThreaded && install.freeThreadingRefusal() != null) throw new StartFailure(2, install.freeThreadingRefusal(), "");
             ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(),
                     settings.app().protocol().name());
             protocol = loaded.protocol();

@@ -2,6 +2,7 @@ package dev.peregrine.workers;
 
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.Version;
+import dev.peregrine.python.PythonInstall;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.tls.HttpsRedirect;
@@ -94,6 +95,14 @@ public final class Supervisor {
             System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
             return 1;
         }
+        if (settings.workers().freeThreaded()) {
+            // Refused here, before any worker starts, with the line and status a single process gives.
+            String refusal = freeThreadingRefusal();
+            if (refusal != null) {
+                System.err.println("peregrine: " + refusal);
+                return 2;
+            }
+        }
         int count = settings.workers().processes();
         // What start() set up, undone last first: when a step fails, and at the end of a normal run alike.
         Deque<Runnable> undo = new ArrayDeque<>();
@@ -121,6 +130,15 @@ public final class Supervisor {
         undo.forEach(Runnable::run);
         LOG.info("Stopped");
         return exitStatus;
+    }
+
+    /** Null when the interpreter is free-threaded, or when it cannot be found or used: the worker then says why. */
+    private String freeThreadingRefusal() {
+        try {
+            return PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv()).freeThreadingRefusal();
+        } catch (PythonInstall.Unusable e) {
+            return null;
+        }
     }
 
     /** A step of the supervisor's start failed: the message says which and why. */
