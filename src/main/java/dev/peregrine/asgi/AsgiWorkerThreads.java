@@ -14,8 +14,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The workers of a free-threaded process (--free-threaded): one ASGI application object imported once,
  * served by several event loops, each on a Python thread of its own that runs in parallel with the
- * others. Each request goes to the loop with the fewest unfinished ones; everything a loop touches per request (its request
- * table, scope builder, response batch, lent buffers) belongs to that loop alone.
+ * others. Each request goes to the loop with the fewest unfinished ones; everything a loop touches per
+ * request (its request table, scope builder, response batch, lent buffers) belongs to that loop alone.
  * <p>
  * With {@code processLifespan}, the first loop runs the lifespan for the whole process and the others
  * share its state; its shutdown runs after the other loops have stopped, since they may use what the
