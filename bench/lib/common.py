@@ -306,6 +306,30 @@ def python_thread_wait_seconds(root: int) -> float | None:
     return total / 1e9 if found else None
 
 
+def thread_stats(root: int) -> dict[str, tuple[str, float, float]]:
+    """{"pid/tid": (name, cpu seconds, seconds waiting for a core)} of every thread of the tree."""
+    out = {}
+    for pid in tree_pids(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            task = f"/proc/{pid}/task/{tid}"
+            try:
+                with open(f"{task}/comm") as f:
+                    name = f.read().strip()
+                with open(f"{task}/stat") as f:
+                    data = f.read()
+                with open(f"{task}/schedstat") as f:
+                    wait = int(f.read().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                continue
+            cpu = sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13]) / CLK_TCK
+            out[f"{pid}/{tid}"] = (name, cpu, wait)
+    return out
+
+
 class RssSampler:
     """Samples the tree's total RSS every `period` seconds in a thread; `peak_kib` is the largest sum seen."""
 

@@ -147,30 +147,6 @@ def start(name: str, argv: list, log_dir: Path, tag: str) -> tuple[c.Proc, int]:
 
 # ---------------------------------------------------------------- /proc: threads and the whole machine
 
-def thread_stats(root: int) -> dict[str, tuple[str, float, float]]:
-    """{"pid/tid": (name, cpu seconds, seconds waiting for a core)} of every thread of the tree."""
-    out = {}
-    for pid in c.tree_pids(root):
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            task = f"/proc/{pid}/task/{tid}"
-            try:
-                with open(f"{task}/comm") as f:
-                    name = f.read().strip()
-                with open(f"{task}/stat") as f:
-                    data = f.read()
-                with open(f"{task}/schedstat") as f:
-                    wait = int(f.read().split()[1]) / 1e9
-            except (OSError, IndexError, ValueError):
-                continue
-            cpu = sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13]) / c.CLK_TCK
-            out[f"{pid}/{tid}"] = (name, cpu, wait)
-    return out
-
-
 def is_python_thread(name: str) -> bool:
     """The threads that run the application: `python` (a worker process) or `python-N` (--free-threaded)."""
     return name == "python" or name.startswith("python-")
@@ -185,11 +161,11 @@ def machine_busy_seconds() -> float:
 
 def load(proc: c.Proc, port: int, path: str, conns: int, duration: float) -> dict:
     """One wrk load with the server's cores, its Python threads' busy and waiting shares, and the machine's."""
-    before, cpu_before = thread_stats(proc.pid), c.tree_cpu_seconds(proc.pid)
+    before, cpu_before = c.thread_stats(proc.pid), c.tree_cpu_seconds(proc.pid)
     client_before, machine_before, wall_before = c.reaped_children_cpu_seconds(), machine_busy_seconds(), time.monotonic()
     r = c.wrk_summary(f"http://{c.HOST}:{port}{path}", conns, duration, timeout=10)
     wall = time.monotonic() - wall_before
-    after, cpu_after = thread_stats(proc.pid), c.tree_cpu_seconds(proc.pid)
+    after, cpu_after = c.thread_stats(proc.pid), c.tree_cpu_seconds(proc.pid)
     client = c.reaped_children_cpu_seconds() - client_before
     machine = machine_busy_seconds() - machine_before
     server = cpu_after - cpu_before

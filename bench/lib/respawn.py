@@ -200,23 +200,14 @@ def children(parent: int) -> dict[int, float]:
 
 
 def cpu_and_wait_seconds(pid: int) -> tuple[float | None, float | None]:
-    """CPU time (user + system, all threads) of a process, and how long its threads have been ready to run
-    but waited for a core (the second field of /proc/PID/task/TID/schedstat, threads still alive)."""
+    """CPU time (user + system, all threads, ended ones too) of a process, and how long its live threads have
+    been ready to run but waited for a core."""
     fields = c._stat_fields(pid)
     if not fields:
         return None, None
     cpu = (int(fields[11]) + int(fields[12])) / c.CLK_TCK
-    wait = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    wait += int(f.read().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    except OSError:
-        return cpu, None
-    return cpu, wait / 1e9
+    threads = c.thread_stats(pid)
+    return cpu, (sum(wait for _, _, wait in threads.values()) if threads else None)
 
 
 def boot_clock() -> float:

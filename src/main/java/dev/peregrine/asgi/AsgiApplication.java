@@ -272,11 +272,9 @@ public final class AsgiApplication implements ServedApplication {
 
     @Override
     public void dispatch(HttpExchange exchange) {
-        load.incrementAndGet();
         AsgiRequest request = new AsgiRequest(this, exchange);
         exchange.receiveBody(request);
-        long ready = metrics.clock();
-        wakeup.post(() -> begin(request, ready));
+        handOver(request);
     }
 
     @Override
@@ -285,11 +283,9 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebSocket(WebSocketConnection connection) {
-        load.incrementAndGet();
         AsgiWebSocket socket = new AsgiWebSocket(this, connection);
         connection.start(socket);
-        long ready = metrics.clock();
-        wakeup.post(() -> begin(socket, ready));
+        handOver(socket);
     }
 
     @Override
@@ -298,9 +294,14 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebTransport(WebTransportSession session) {
-        load.incrementAndGet();
         AsgiWebTransport call = new AsgiWebTransport(this, session);
         session.start(call);
+        handOver(call);
+    }
+
+    /** Counts the call in this loop's load and queues its start on the loop. */
+    private void handOver(AsgiCall call) {
+        load.incrementAndGet();
         long ready = metrics.clock();
         wakeup.post(() -> begin(call, ready));
     }

@@ -157,7 +157,8 @@ public final class WorkerAssembly {
         boolean freeThreaded = settings.workers().freeThreaded();
         int gil = PythonInterpreter.acquire();
         try {
-            if (freeThreaded && install.freeThreadingRefusal() != null) throw new StartFailure(2, install.freeThreadingRefusal(), "");
+            String refusal = freeThreaded ? install.freeThreadingRefusal() : null;
+            if (refusal != null) throw new StartFailure(2, refusal, "");
             ApplicationLoader.Loaded loaded = ApplicationLoader.load(settings.app().target(), settings.app().factory(),
                     settings.app().protocol().name());
             protocol = loaded.protocol();
