@@ -14,6 +14,7 @@ import dev.peregrine.http3.Http3Setup;
 import dev.peregrine.ops.AccessLog;
 import dev.peregrine.ops.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
+import dev.peregrine.shared.ConnectionShares;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.python.PythonInstall;
@@ -38,7 +39,6 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 
 /**
@@ -50,8 +50,6 @@ import java.util.function.Function;
  */
 public final class WorkerAssembly {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
-    /** How often a supervised worker asks whether its application is saturated (see ServedApplication#saturated). */
-    private static final long SATURATION_CHECK_MILLIS = 100;
     /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
     static final class StartFailure extends Exception {
         final int status;
@@ -206,6 +204,16 @@ public final class WorkerAssembly {
             acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
         });
+        AcceptGate gate = null;
+        if (SupervisorLink.supervised() && settings.workers().processes() > 1) {
+            ConnectionShares shares = null;
+            try {
+                shares = ConnectionShares.forWorker(System.getenv(), ConnectionShares.slotsFor(settings.workers().processes()));
+            } catch (java.io.IOException e) {
+                LOG.warnf("Cannot map the workers' connection counts (%s): this worker accepts without regard to the others' share", e.getMessage());
+            }
+            gate = new AcceptGate(application, shares);
+        }
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(acceptors, workers)
                 .childOption(ChannelOption.AUTO_READ, false)
@@ -213,6 +221,7 @@ public final class WorkerAssembly {
                         new Protocols(core, application.webSockets(), settings.protocols().http2(), settings.protocols().http2Only()),
                         connections, tls, handshakeTimeout()));
         if (settings.listen().unix() == null) bootstrap.childOption(ChannelOption.TCP_NODELAY, true);
+        if (gate != null) bootstrap.handler(gate);
 
         Channel quic = null;
         if (settings.protocols().http3()) {
@@ -236,24 +245,9 @@ public final class WorkerAssembly {
                     : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
         }
         undo.push(listener::close);
-        if (link != null && settings.workers().processes() > 1) {
-            // Other workers accept on the same socket: while every WSGI thread here is taken, or the ASGI
-            // loop is blocked, a connection this worker accepted would wait behind them, where another
-            // worker could answer it at once. The check runs on the listener's event loop, so the last
-            // word is always the current state; changes that come while a check is pending share it (with
-            // one thread, every request is two). A blocked loop tells nobody, hence the steady check too.
-            Channel accepting = listener;
-            AtomicBoolean pending = new AtomicBoolean();
-            Runnable recheck = () -> {
-                pending.set(false);
-                accepting.config().setAutoRead(!application.saturated());
-            };
-            application.onSaturationChange(() -> {
-                if (pending.compareAndSet(false, true)) accepting.eventLoop().execute(recheck);
-            });
-            var steadyCheck = accepting.eventLoop().scheduleAtFixedRate(recheck, SATURATION_CHECK_MILLIS, SATURATION_CHECK_MILLIS, TimeUnit.MILLISECONDS);
-            accepting.closeFuture().addListener(closed -> steadyCheck.cancel(false));
-        }
+        // Other workers accept on the same socket: this one leaves them the next connections while it is
+        // saturated or holds more than its share (AcceptGate).
+        if (gate != null) gate.attach(listener);
 
         Channel redirect = null;
         if (link == null && settings.tls().redirectHttpPort() != null) {

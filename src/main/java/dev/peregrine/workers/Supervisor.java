@@ -3,6 +3,7 @@ package dev.peregrine.workers;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.Version;
 import dev.peregrine.python.PythonInstall;
+import dev.peregrine.shared.ConnectionShares;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.tls.HttpsRedirect;
@@ -72,6 +73,10 @@ public final class Supervisor {
     private int[] failures;
     private String controlPath;
     private SupervisorMetrics metrics;
+    /** Where the workers count their connections (ConnectionShares), and which lines are free; null with one worker process. */
+    private SharedRegion shares;
+    private final Deque<Integer> freeShareSlots = new ArrayDeque<>();
+    private final Map<Long, Integer> shareSlotByPid = new HashMap<>();
     /** What every worker's environment gets: the shared memory's file, and the key of QUIC's Retry tokens, so that any worker takes the token another minted. */
     private final Map<String, String> sharedEnvironment = new HashMap<>(Map.of(RetryTokens.KEY_ENV, RetryTokens.newEncodedKey()));
 
@@ -190,6 +195,18 @@ public final class Supervisor {
             throw new CannotStart(e.getMessage());
         }
         if (metrics != null) undo.push(metrics::close); // null without --metrics-port
+        if (count > 1) {
+            Path file = SharedRegion.directory().resolve("peregrine-" + ProcessHandle.current().pid() + ".shares");
+            int slots = ConnectionShares.slotsFor(count);
+            try {
+                shares = ConnectionShares.create(file, slots);
+            } catch (IOException e) {
+                throw new CannotStart("cannot create the workers' connection counts " + file + ": " + e.getMessage());
+            }
+            undo.push(() -> deleteQuietly(file));
+            sharedEnvironment.put(ConnectionShares.FILE_ENV, file.toString());
+            for (int i = 0; i < slots; i++) freeShareSlots.add(i);
+        }
         SharedLayout layout = SharedLayout.of(settings.edge());
         if (layout != null) {
             // This process only creates the area: the file keeps it while workers come and go, and dies with this process.
@@ -277,18 +294,23 @@ public final class Supervisor {
     private WorkerProcess spawn(int position) {
         WorkerProcess w;
         int slot = metrics == null ? -1 : metrics.takeSlot(position);
+        // Without a free line (replacements piling up), a worker accepts without regard to the share.
+        Integer shareSlot = freeShareSlots.poll();
         try {
             Map<String, String> environment = new HashMap<>(sharedEnvironment);
             if (metrics != null) environment.putAll(metrics.environment(slot));
+            if (shareSlot != null) environment.put(ConnectionShares.SLOT_ENV, Integer.toString(shareSlot));
             w = WorkerProcess.start(position, controlPath, environment, slot);
         } catch (IOException e) {
             if (metrics != null) metrics.releaseSlot(slot);
+            if (shareSlot != null) freeShareSlots.add(shareSlot);
             LOG.errorf("Cannot start worker %d: %s", position + 1, e.getMessage());
             events.add(new Stop("worker start failure"));
             exitStatus = 1;
             return null;
         }
         byPid.put(w.pid(), w);
+        if (shareSlot != null) shareSlotByPid.put(w.pid(), shareSlot);
         live.add(w);
         w.process.onExit().thenAccept(p -> events.add(new Exited(w, p.exitValue())));
         Channel early = earlyControl.remove(w.pid());
@@ -329,6 +351,12 @@ public final class Supervisor {
     private void onExit(WorkerProcess w, int status) {
         live.remove(w);
         byPid.remove(w.pid());
+        Integer shareSlot = shareSlotByPid.remove(w.pid());
+        if (shareSlot != null) {
+            // A killed worker could not clear its own line; a line is reused only once cleared.
+            ConnectionShares.clear(shares, shareSlot);
+            freeShareSlots.add(shareSlot);
+        }
         if (metrics != null) metrics.exited(w.metricsSlot);
         if (stopping) {
             if (status != 0 && w.ready) exitStatus = 1;
