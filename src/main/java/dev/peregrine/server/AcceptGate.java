@@ -63,7 +63,8 @@ final class AcceptGate extends ChannelInboundHandlerAdapter {
 
     private void check() {
         checkPending.set(false);
-        if (!listener.isOpen()) return;
+        // Before attach (an adopted socket accepts as soon as it is registered), or after the listener closed.
+        if (listener == null || !listener.isOpen()) return;
         boolean saturated = application.saturated();
         boolean overShare = !saturated && shares != null && shares.overShare();
         // A saturated worker leaves the sharing altogether, so that the others do not hold back for it.
