@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 
 import httpx
 import pytest
@@ -376,6 +377,29 @@ def test_three_sighups_under_load_refuse_reset_and_fail_nothing(start_server, ki
     assert not (now & first), (first, now)
     # requests were answered by the first workers and by the last ones
     assert load.pids & first and load.pids & now
+
+
+def test_a_replaced_worker_answers_the_next_request_of_an_idle_keep_alive_connection(start_server):
+    """Closing an idle HTTP/1.1 connection races any request its client sends meanwhile, so a replaced
+    worker keeps such a connection as long as keep-alive would have: its next request is answered, with
+    Connection: close. A shutdown still closes connections idle for a quarter of a second."""
+    # keep-alive outlasts the replacement of both workers, one after the other
+    server = start_server(TARGETS["asgi"], "--workers", "2", "--keep-alive", "60000")
+    wait_workers(server, 2)
+    with RawConn(server.port) as conn:
+        first = conn.request("GET", "/pid")
+        assert first.status == 200 and not first.has_token("connection", "close")
+        pid = int(first.body)
+        os.kill(server.proc.pid, signal.SIGHUP)
+        assert poll(lambda: "(pid %d) with worker" % pid in server.output(), timeout=90), server.output()[-3000:]
+        # idle past the shutdown's grace while the worker drains
+        time.sleep(1.0)
+        assert pid in children(server.proc.pid)
+        second = conn.request("GET", "/pid")
+        assert second.status == 200 and int(second.body) == pid
+        assert second.has_token("connection", "close")
+    # with no connection left, the replaced worker ends its drain
+    assert poll(lambda: pid not in children(server.proc.pid), timeout=30)
 
 
 def test_sighup_without_a_supervisor_keeps_serving_and_says_why(start_server):

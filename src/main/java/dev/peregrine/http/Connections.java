@@ -28,6 +28,7 @@ public final class Connections {
     private final AtomicInteger open = new AtomicInteger();
     private final AtomicInteger inFlight = new AtomicInteger();
     private volatile boolean draining;
+    private volatile long drainIdleGraceNanos;
 
     public Connections(int maxConnections, RequestMetrics metrics) {
         this.maxConnections = maxConnections;
@@ -160,9 +161,18 @@ public final class Connections {
     public int inFlight() { return inFlight.get(); }
     public int open() { return open.get(); }
     public boolean draining() { return draining; }
+    /** How long a draining connection may stay idle: set before {@link #draining()} turns true. */
+    public long drainIdleGraceNanos() { return drainIdleGraceNanos; }
 
-    /** From now on responses close their connections and idle ones are closed by their handlers. */
-    public void startDraining() {
+    /**
+     * From now on responses close their connections, and the handlers close a connection once it has
+     * been idle for {@code idleGraceNanos}. No close of an idle HTTP/1.1 connection is free of a race: a
+     * request the client sends as the close goes out fails. A connection just used is likely to carry
+     * another request, so it gets at least that long to send one, which is then answered with
+     * Connection: close.
+     */
+    public void startDraining(long idleGraceNanos) {
+        drainIdleGraceNanos = idleGraceNanos;
         draining = true;
         channels.forEach(channel -> channel.pipeline().fireUserEventTriggered(DrainEvent.INSTANCE));
     }

@@ -38,9 +38,6 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** How much pipelined input is buffered while a response is produced before reading pauses. */
     private static final int READ_AHEAD = 64 * 1024;
 
-    /** How long a connection must have been idle for a drain to close it without waiting for its next request. */
-    private static final long DRAIN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-
     /**
      * How long an answer that leaves the client still sending (a 413, a response that did not read the body) keeps
      * reading and discarding before the close, in all and without a byte arriving: nginx's lingering_time and
@@ -181,11 +178,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
             draining = true;
             if (state == State.HEAD && !input.isReadable()) {
                 // A client that is about to reuse this connection would see it reset under its request:
-                // one idle for a while is closed now, one just used gets a moment to send its next request,
-                // which is then answered with Connection: close.
+                // one idle for a while is closed now, one just used gets the drain's grace to send its next
+                // request, which is then answered with Connection: close.
+                long grace = core.connections().drainIdleGraceNanos();
                 long idle = System.nanoTime() - lastProgress;
-                if (idle >= DRAIN_IDLE_GRACE_NANOS) ctx.close();
-                else ctx.executor().schedule(this::closeIfIdle, DRAIN_IDLE_GRACE_NANOS - idle, TimeUnit.NANOSECONDS);
+                if (idle >= grace) ctx.close();
+                else ctx.executor().schedule(this::closeIfIdle, grace - idle, TimeUnit.NANOSECONDS);
             }
             return;
         }

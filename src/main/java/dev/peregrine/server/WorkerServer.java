@@ -38,8 +38,15 @@ public final class WorkerServer {
         this.tls = tls;
     }
 
-    /** How a stop was asked for: by a signal (the drain delay applies) or by the supervisor (at once). */
-    private enum Stop { AFTER_DELAY, NOW }
+    /**
+     * How a stop was asked for: by a signal, to shut down (the drain delay applies), or by the supervisor,
+     * whose successor for this worker serves already (at once, and idle connections are kept as long as
+     * keep-alive keeps them, see {@link #drainIdleGraceNanos}).
+     */
+    private enum Stop { AFTER_DELAY, REPLACED }
+
+    /** How long a shutdown gives a connection just used to send its next request. */
+    private static final long SHUTDOWN_IDLE_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     /**
      * Where the start is, which decides what a signal does. While the application is imported nothing
@@ -74,7 +81,7 @@ public final class WorkerServer {
                         + "start with --workers 2 or more (0 = one per CPU) or --reload"));
         Worker worker;
         try {
-            worker = WorkerAssembly.assemble(settings, tls, () -> stops.add(Stop.NOW), () -> {
+            worker = WorkerAssembly.assemble(settings, tls, () -> stops.add(Stop.REPLACED), () -> {
                 synchronized (phaseLock) {
                     phase = Phase.STARTING_APPLICATION;
                 }
@@ -91,7 +98,7 @@ public final class WorkerServer {
         }
         if (stoppedDuringStartup) {
             // Never announced, so nothing to drain for: straight to the shutdown, with the application's.
-            return drain(worker);
+            return drain(worker, Stop.AFTER_DELAY);
         }
         serving = true;
         announce(worker);
@@ -104,7 +111,7 @@ public final class WorkerServer {
             // A second signal, or the supervisor, cuts the delay short.
             pollStop(settings.workers().drainDelayMillis());
         }
-        return drain(worker);
+        return drain(worker, stop);
     }
 
     private void announce(Worker worker) {
@@ -124,12 +131,12 @@ public final class WorkerServer {
     }
 
     /** Stops accepting, lets requests in flight finish within --graceful-timeout, and stops everything; the exit status. */
-    private int drain(Worker worker) {
+    private int drain(Worker worker, Stop stop) {
         LOG.info("Shutting down: finishing requests in flight");
         worker.edge().failHealthCheck();
         worker.listener().close().syncUninterruptibly();
         if (worker.redirect() != null) worker.redirect().close();
-        worker.connections().startDraining();
+        worker.connections().startDraining(drainIdleGraceNanos(stop));
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.limits().gracefulTimeoutMillis());
         // Connections, not only requests: idle keep-alive connections close on their own within a moment,
         // and one that sends a request meanwhile gets its answer (with Connection: close) instead of a reset.
@@ -155,6 +162,17 @@ public final class WorkerServer {
         worker.metrics().close();
         LOG.info("Stopped");
         return cut > 0 ? 1 : 0;
+    }
+
+    /**
+     * A replaced worker's clients go on as if nothing happened: an idle connection is closed when keep-alive
+     * would have closed it anyway, so the replacement adds no close that could race a request. A shutdown
+     * (Ctrl-C, SIGTERM) does not wait that long for connections a browser keeps open, nor does --reload,
+     * where a request to the old worker would show the old code.
+     */
+    private long drainIdleGraceNanos(Stop stop) {
+        if (stop != Stop.REPLACED || settings.workers().reload()) return SHUTDOWN_IDLE_GRACE_NANOS;
+        return Math.max(SHUTDOWN_IDLE_GRACE_NANOS, TimeUnit.MILLISECONDS.toNanos(settings.limits().keepAliveMillis()));
     }
 
     private void stopOrExit(Stop stop, int status, String signal) {
