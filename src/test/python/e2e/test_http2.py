@@ -942,11 +942,13 @@ def test_rst_stream_during_the_body_gives_the_app_http_disconnect(served):
 
 def test_rapid_reset_gets_goaway_enhance_your_calm(served):
     server, _ = served("asgi")
+    sent = []
     with H2Client(server.port) as c:
         for batch in range(40):
             for _ in range(25):
                 sid = c.request("GET", "/?rapid-reset")
                 c.conn.reset_stream(sid, ErrorCodes.CANCEL)
+                sent.append(sid)
             c.flush()
             if c.broken or c.closed or c.goaways:
                 break
@@ -954,6 +956,8 @@ def test_rapid_reset_gets_goaway_enhance_your_calm(served):
         c.wait_for(lambda: c.goaways or c.closed, timeout=10, what="a GOAWAY after 1000 reset streams")
         assert c.goaways, "the server closed the connection without a GOAWAY"
         assert c.goaways[-1].error_code == ErrorCodes.ENHANCE_YOUR_CALM, c.goaways
+        # the last stream the server took up: past the 200 resets allowed, not beyond what was sent (nor 2^31-1)
+        assert sent[200] <= c.goaways[-1].last_stream_id <= sent[-1], (c.goaways, sent[-1])
     # others are still served
     with served.client("asgi") as c:
         assert bytes(c.get("/").data) == b"hello, asgi"
@@ -978,6 +982,9 @@ def test_continuation_flood_gets_goaway_and_close(served, fill):
         goaway = fc.goaway()
         assert goaway is not None, "the server closed the connection without a GOAWAY"
         assert goaway.error_code != ErrorCodes.NO_ERROR, goaway
+        if not fill:
+            # stream 1's header block never ended, so the server took up no stream
+            assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM and goaway.last_stream_id == 0, goaway
         assert fc.wait(lambda: fc.eof, timeout=10), "the connection was not closed after the GOAWAY"
     with served.client("asgi") as c:
         assert bytes(c.get("/").data) == b"hello, asgi"

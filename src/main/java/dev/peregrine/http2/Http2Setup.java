@@ -5,13 +5,12 @@ import dev.peregrine.http.RequestCore;
 import dev.peregrine.websocket.WebSocketApplication;
 import io.netty.channel.ChannelPipeline;
 import io.netty.handler.codec.http2.Http2FrameCodec;
-import io.netty.handler.codec.http2.Http2FrameCodecBuilder;
 import io.netty.handler.codec.http2.Http2Settings;
 
 /**
- * The HTTP/2 side of a connection: Netty's frame codec (framing, HPACK, stream states, flow-control
- * windows, and the abuse limits below), with the stream-state rules it lacks ({@link StreamStateRules}),
- * followed by {@link Http2Connection}, which maps streams to application calls.
+ * The HTTP/2 side of a connection: Netty's frame codec ({@link Http2ServerCodec}: framing, HPACK, stream
+ * states, flow-control windows, and the abuse limits below), with the stream-state rules it lacks
+ * ({@link StreamStateRules}), followed by {@link Http2Connection}, which maps streams to application calls.
  */
 public final class Http2Setup {
     /** Streams a client may have open at once (nginx allows 128, h2o 100). */
@@ -42,7 +41,7 @@ public final class Http2Setup {
         // SETTINGS_ENABLE_CONNECT_PROTOCOL tells clients they may open WebSockets on this connection.
         if (servesWebSockets) initial.connectProtocolEnabled(true);
         StreamStateRules rules = new StreamStateRules();
-        Http2FrameCodec codec = Http2FrameCodecBuilder.forServer()
+        Http2FrameCodec codec = new Http2ServerCodec.Builder()
                 .initialSettings(initial)
                 .validateHeaders(true)
                 .gracefulShutdownTimeoutMillis(settings.gracefulTimeoutMillis())
