@@ -259,22 +259,29 @@ def tree_cpu_seconds(root: int) -> float:
     return ticks / CLK_TCK
 
 
-def _python_threads(root: int):
-    """/proc/PID/task/TID of the threads of the tree that run the application in Peregrine: the ASGI thread
-    ("python") and the WSGI threads ("wsgi-N")."""
+def _tree_threads(root: int):
+    """(pid, tid, /proc/PID/task/TID, thread name) of every thread of the tree that still exists."""
     for pid in tree_pids(root):
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in tids:
+            task = f"/proc/{pid}/task/{tid}"
             try:
-                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                with open(f"{task}/comm") as f:
                     name = f.read().strip()
             except OSError:
                 continue
-            if name == "python" or name.startswith("wsgi-"):
-                yield f"/proc/{pid}/task/{tid}"
+            yield pid, tid, task, name
+
+
+def _python_threads(root: int):
+    """/proc/PID/task/TID of the threads of the tree that run the application in Peregrine: the ASGI thread
+    ("python") and the WSGI threads ("wsgi-N")."""
+    for _, _, task, name in _tree_threads(root):
+        if name == "python" or name.startswith("wsgi-"):
+            yield task
 
 
 def python_thread_seconds(root: int) -> float | None:
@@ -309,24 +316,16 @@ def python_thread_wait_seconds(root: int) -> float | None:
 def thread_stats(root: int) -> dict[str, tuple[str, float, float]]:
     """{"pid/tid": (name, cpu seconds, seconds waiting for a core)} of every thread of the tree."""
     out = {}
-    for pid in tree_pids(root):
+    for pid, tid, task, name in _tree_threads(root):
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+            with open(f"{task}/stat") as f:
+                data = f.read()
+            with open(f"{task}/schedstat") as f:
+                wait = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
             continue
-        for tid in tids:
-            task = f"/proc/{pid}/task/{tid}"
-            try:
-                with open(f"{task}/comm") as f:
-                    name = f.read().strip()
-                with open(f"{task}/stat") as f:
-                    data = f.read()
-                with open(f"{task}/schedstat") as f:
-                    wait = int(f.read().split()[1]) / 1e9
-            except (OSError, IndexError, ValueError):
-                continue
-            cpu = sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13]) / CLK_TCK
-            out[f"{pid}/{tid}"] = (name, cpu, wait)
+        cpu = sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13]) / CLK_TCK
+        out[f"{pid}/{tid}"] = (name, cpu, wait)
     return out
 
 
