@@ -23,7 +23,7 @@ count). The victim is the oldest child of the server's main process that has ans
 
 The load goes on for --tail seconds after the successor's first answer. For Peregrine the server's log gives when
 the supervisor saw the death and when the successor reported ready, and the successor's own start-up split (its
-line "Start-up took N ms from the process's start: JVM and Quarkus ..., Python ..., import ..., application
+line "Start-up took N ms from the process's start: JVM and settings ..., Python ..., import ..., application
 startup ..., sockets ..."), so the report says where the time goes.
 
 Figures: median, fastest and slowest round; PASS/FAIL of Peregrine's median against the 3 s target. The exit
@@ -52,7 +52,7 @@ TARGET_S = 3.0
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench-respawn\r\nConnection: close\r\n\r\n"
 APPS = {"flask": "pid_flask_app:app", "fastapi": "pid_fastapi_app:app"}
 STARTUP_SPLIT = re.compile(
-    r"Start-up took (?P<total>-?\d+) ms from the process's start: JVM and Quarkus (?P<jvm_quarkus>-?\d+) ms, "
+    r"Start-up took (?P<total>-?\d+) ms from the process's start: JVM and (?:Quarkus|settings) (?P<jvm_quarkus>-?\d+) ms, "
     r"Python (?P<python>\d+) ms, import (?P<import>\d+) ms, application startup (?P<app_startup>\d+) ms, "
     r"sockets (?P<sockets>\d+) ms")
 SPLIT_PARTS = ("jvm_quarkus", "python", "import", "app_startup", "sockets", "total")
@@ -521,7 +521,7 @@ def markdown(data: dict) -> str:
               "supervisor's and the worker's log lines, millisecond clock; *started* from /proc), the successor's "
               "own start-up in ms from its log line `Start-up took N ms from the process's start` (`--log-level debug`), "
               "and when that line was logged.",
-              "", "| server, app | round | load | death seen | started | JVM and Quarkus | Python | import | app startup | "
+              "", "| server, app | round | load | death seen | started | JVM and settings | Python | import | app startup | "
               "sockets | start-up total | logged | ready | first 200 by it | failed |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
@@ -546,7 +546,7 @@ def markdown(data: dict) -> str:
                      + f" | {med('startup_logged_s')} | {med('ready_s')} | {med('serving_s')} | {s['failed']['median']:g} |")
     errors = [s["startup_total_error_ms"] for name, s in summary.items() if s.get("startup_total_error_ms") is not None]
     if errors:
-        lines += ["", "The start-up total (and so its JVM and Quarkus part) counts from the start time the JVM reports, "
+        lines += ["", "The start-up total (and so its JVM and settings part) counts from the start time the JVM reports, "
                   "built on the boot time Linux gives in whole seconds: *started* plus the total came out "
                   f"{', '.join(f'{e:+.0f}' for e in errors)} ms (median per app) from when the line was logged."]
     lines.append("")

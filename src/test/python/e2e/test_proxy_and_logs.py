@@ -434,11 +434,14 @@ def test_json_escapes_keep_the_bytes(raw_servers):
 
 
 @pytest.mark.peregrine_only
-def test_json_on_stdout_and_nothing_else_there(tmp_path):
-    """The shipper's view: every stdout line is one JSON object; the server's own messages are on stderr."""
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_json_on_stdout_and_nothing_else_there(tmp_path, workers):
+    """The shipper's view: every stdout line is one JSON object; the server's own messages are on stderr.
+    With --workers 2, the workers set up their logging themselves (they start without Quarkus)."""
     port = free_port()
     out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
-    argv = peregrine_cmd() + ["--port", str(port), "--venv", sys.prefix, "--access-log-format", "json", "raw_asgi:app"]
+    argv = peregrine_cmd() + ["--port", str(port), "--venv", sys.prefix, "--workers", workers, "--access-log-format", "json",
+                              "raw_asgi:app"]
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=str(APPS_DIR), env=base_env(), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, start_new_session=True)
@@ -465,8 +468,11 @@ def test_json_on_stdout_and_nothing_else_there(tmp_path):
                 proc.wait()
     stdout = out_path.read_text(encoding="ascii")
     records = [json.loads(line) for line in stdout.splitlines()]
-    assert [r["path"] for r in records] == ["/?n=%d" % i for i in range(5)]
-    assert "Peregrine" in err_path.read_text(), "the startup line goes to stderr"
+    assert sorted(r["path"] for r in records) == ["/?n=%d" % i for i in range(5)]
+    stderr = err_path.read_text()
+    assert "Peregrine" in stderr, "the startup line goes to stderr"
+    if workers == "2":
+        assert stderr.count("serving raw_asgi:app") == 2 + 1, "each worker's line and the supervisor's, on stderr:\n" + stderr
 
 
 @pytest.mark.peregrine_only

@@ -107,6 +107,46 @@ def test_workers_are_processes_each_with_its_own_python(start_server, kind):
     assert poll(lambda: pids.update(served_pids(server, 20)) or pids == set(workers), timeout=30), (pids, workers)
 
 
+def test_every_worker_has_the_options_of_every_configuration_layer(start_server):
+    """The supervisor resolves the command line, PEREGRINE_* variables and defaults; its workers start from
+    what it resolved (without parsing them again) and each applies all of it."""
+    server = start_server(TARGETS["wsgi"], "--workers", "2", "--max-header-size", "4096", env={"PEREGRINE_MAX_BODY": "100"})
+    workers = wait_workers(server, 2)
+    pids = set()
+
+    def served_within_the_limit():
+        with server.raw() as c:
+            r = c.request("POST", "/pid", body=b"x" * 100)
+            assert r.status == 200, r.status
+            pids.add(int(r.body))
+        return pids == set(workers)
+
+    assert poll(served_within_the_limit, timeout=30), (pids, workers)
+    for _ in range(20):
+        with server.raw() as c:
+            assert c.request("POST", "/pid", body=b"x" * 101).status == 413
+        with server.raw() as c:
+            assert c.request("GET", "/pid", headers=[("X-Big", "y" * 5000)]).status == 431
+
+
+def test_workers_beyond_the_cpus_start_as_earlier_ones_are_ready(start_server):
+    """A start is bound by CPU: with more workers than CPUs, the first CPUs-many start at once and each of
+    the others once an earlier one is ready, so that the first serves early instead of all serving late."""
+    cpus = len(os.sched_getaffinity(0))
+    count = cpus + 2
+    server = start_server(TARGETS["asgi"], "--workers", str(count), "--log-level", "debug")
+    wait_workers(server, count, timeout=120)
+    lines = server.output().splitlines()
+
+    def first(predicate):
+        return next(i for i, line in enumerate(lines) if predicate(line))
+
+    first_ready = first(lambda line: line.endswith(" ready") and line.split()[2] == "worker")
+    assert first(lambda line: "Started worker %d " % (cpus + 1) in line) > first_ready, "\n".join(lines)
+    assert first(lambda line: "Started worker %d " % cpus in line) < first_ready, "\n".join(lines)
+    assert len(served_pids(server, 40)) >= 2
+
+
 def test_workers_zero_means_one_per_cpu(start_server):
     server = start_server(TARGETS["asgi"], "--workers", "0")
     wait_workers(server, len(os.sched_getaffinity(0)))

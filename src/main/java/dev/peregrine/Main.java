@@ -1,6 +1,7 @@
 package dev.peregrine;
 
 import dev.peregrine.cli.Launcher;
+import dev.peregrine.cli.WorkerOptions;
 import dev.peregrine.config.ConfigException;
 import dev.peregrine.config.LogLevel;
 import dev.peregrine.config.ServerSettings;
@@ -11,18 +12,24 @@ import dev.peregrine.workers.SupervisorLink;
 import jakarta.enterprise.context.ApplicationScoped;
 
 import java.util.List;
+import java.util.Map;
 import java.util.logging.Level;
 
 /**
  * Where the process goes once the command line ({@code cli}) has been read into the configuration
  * records: a worker (the one process, or one started by a supervisor) or the supervisor is assembled
- * and run. Quarkus's picocli extension runs the command and hands this bean to it.
+ * and run. The command line hands its settings to this bean; a supervised worker, which starts without
+ * Quarkus ({@link EntryPoint}), comes to {@link #run} directly.
  */
 @ApplicationScoped
 public class Main implements Launcher {
 
     @Override
-    public int launch(ServerSettings settings) {
+    public int launch(ServerSettings settings, String workerOptions) {
+        return run(settings, workerOptions);
+    }
+
+    static int run(ServerSettings settings, String workerOptions) {
         applyLogLevel(settings.operations().logLevel());
         // Before either kind of process installs its handlers, which HotSpot skips for an ignored signal.
         List<String> unignored = SignalDispositions.resetIgnored();
@@ -39,8 +46,10 @@ public class Main implements Launcher {
             System.err.println("peregrine: " + e.getMessage());
             return 2;
         }
-        // A worker started by a supervisor parses the same command line, and must not supervise in turn.
-        if (settings.workers().supervised() && !SupervisorLink.supervised()) return new Supervisor(settings).run();
+        // A worker started by a supervisor has the same settings, and must not supervise in turn.
+        if (settings.workers().supervised() && !SupervisorLink.supervised()) {
+            return new Supervisor(settings, workerOptions == null ? Map.of() : Map.of(WorkerOptions.ENV, workerOptions)).run();
+        }
         return new WorkerServer(settings, tls).run();
     }
 

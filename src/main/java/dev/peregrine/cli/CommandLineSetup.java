@@ -1,8 +1,5 @@
 package dev.peregrine.cli;
 
-import io.quarkus.picocli.runtime.PicocliCommandLineFactory;
-import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.enterprise.inject.Produces;
 import picocli.CommandLine;
 import picocli.CommandLine.Help;
 import picocli.CommandLine.Model.ArgSpec;
@@ -15,8 +12,8 @@ import java.util.List;
 import java.util.Map;
 
 /** The picocli command line as Peregrine wants it: config defaults, one-line errors, grouped help. */
-@ApplicationScoped
-public class CommandLineSetup {
+public final class CommandLineSetup {
+    private CommandLineSetup() {}
 
 
     /** Help groups, in order; an option not listed falls into the last group. */
@@ -35,11 +32,6 @@ public class CommandLineSetup {
                 "--cache-ttl-max", "--compress", "--compress-min-size", "--compress-static"));
         GROUPS.put("Operations", List.of("--health-check-path", "--metrics-port", "--metrics-host", "--access-log", "--access-log-format",
                 "--request-id", "--request-start-header", "--trace-context", "--log-level", "--help", "--version"));
-    }
-
-    @Produces
-    CommandLine commandLine(PicocliCommandLineFactory factory) {
-        return configure(factory.create());
     }
 
     public static CommandLine configure(CommandLine commandLine) {

@@ -137,6 +137,6 @@ public class PeregrineCommand implements Callable<Integer> {
             System.err.println("peregrine: " + e.getMessage());
             return 2;
         }
-        return launcher.launch(settings);
+        return launcher.launch(settings, settings.workers().supervised() ? WorkerOptions.encode(this) : null);
     }
 }

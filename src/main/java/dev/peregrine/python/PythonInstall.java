@@ -50,8 +50,15 @@ public record PythonInstall(Path executable, Path library, String version, Strin
 
     /** The interpreter chosen by whoever started the server (the pip package's launcher). */
     public static final String PYTHON_ENV = "PEREGRINE_PYTHON";
+    /**
+     * What a supervisor found ({@link #encode}), in its workers' environment: each worker would otherwise
+     * run the same probe, a Python process of its own, while it starts.
+     */
+    public static final String LOCATED_ENV = "PEREGRINE_PYTHON_INSTALL";
 
     public static PythonInstall locate(Path venv, boolean autoVenv, Map<String, String> environment) {
+        String located = environment.get(LOCATED_ENV);
+        if (located != null) return decode(located);
         Path python;
         String chosen = environment.get(PYTHON_ENV);
         if (venv != null) {
@@ -65,6 +72,17 @@ public record PythonInstall(Path executable, Path library, String version, Strin
             python = onPath(environment.getOrDefault("PATH", ""));
         }
         return probe(python);
+    }
+
+    /** This install as one line per field, for {@link #LOCATED_ENV}. */
+    public String encode() {
+        return String.join("\n", executable.toString(), library.toString(), version, prefix, Boolean.toString(freeThreaded));
+    }
+
+    static PythonInstall decode(String encoded) {
+        String[] fields = encoded.split("\n", -1);
+        if (fields.length != 5) throw new Unusable(LOCATED_ENV + " is not what a Peregrine supervisor writes");
+        return new PythonInstall(Path.of(fields[0]), Path.of(fields[1]), fields[2], fields[3], Boolean.parseBoolean(fields[4]));
     }
 
     private static Path venvPython(Path venv, String source) {

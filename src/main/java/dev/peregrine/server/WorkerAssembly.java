@@ -260,7 +260,7 @@ public final class WorkerAssembly {
             }
         }
         long end = System.nanoTime();
-        LOG.debugf("Start-up took %d ms from the process's start: JVM and Quarkus %d ms, Python %d ms, import %d ms, application startup %d ms, sockets %d ms",
+        LOG.debugf("Start-up took %d ms from the process's start: JVM and settings %d ms, Python %d ms, import %d ms, application startup %d ms, sockets %d ms",
                 jvmMillis < 0 ? -1 : jvmMillis + (end - begun) / 1_000_000, jvmMillis, (pythonStarted - begun) / 1_000_000,
                 (imported - pythonStarted) / 1_000_000, (applicationStarted - imported) / 1_000_000, (end - applicationStarted) / 1_000_000);
         return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link);

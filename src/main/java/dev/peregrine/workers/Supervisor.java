@@ -71,6 +71,8 @@ public final class Supervisor {
     private final Set<Long> earlyReady = new LinkedHashSet<>();
     private WorkerProcess[] serving;
     private int[] failures;
+    /** The position of the next worker of the first start, which starts once an earlier one is ready. */
+    private int nextFirstStart;
     private String controlPath;
     private SupervisorMetrics metrics;
     /** Where the workers count their connections (ConnectionShares), and which lines are free; null with one worker process. */
@@ -91,8 +93,10 @@ public final class Supervisor {
     private Channel listener;
     private int exitStatus;
 
-    public Supervisor(ServerSettings settings) {
+    /** {@code workerEnvironment}: what else each worker's environment gets, such as the options it starts from. */
+    public Supervisor(ServerSettings settings, Map<String, String> workerEnvironment) {
         this.settings = settings;
+        sharedEnvironment.putAll(workerEnvironment);
     }
 
     public int run() {
@@ -100,9 +104,10 @@ public final class Supervisor {
             System.err.println("peregrine: --workers and --reload need the epoll transport (Linux), which is not available here");
             return 1;
         }
-        if (settings.workers().freeThreaded()) {
+        PythonInstall python = locatePython();
+        if (settings.workers().freeThreaded() && python != null) {
             // Refused here, before any worker starts, with the line and status a single process gives.
-            String refusal = freeThreadingRefusal();
+            String refusal = python.freeThreadingRefusal();
             if (refusal != null) {
                 System.err.println("peregrine: " + refusal);
                 return 2;
@@ -127,7 +132,10 @@ public final class Supervisor {
         String address = Listeners.describe(listener, settings);
         serving = new WorkerProcess[count];
         failures = new int[count];
-        for (int i = 0; i < count && !stopping; i++) serving[i] = spawn(i);
+        // No more workers start at once than there are CPUs to start them: a start is bound by CPU, so
+        // more at once would only delay the first to serve (4 on 2 CPUs all served after 6 to 7 s).
+        nextFirstStart = Math.min(count, Runtime.getRuntime().availableProcessors());
+        for (int i = 0; i < nextFirstStart && !stopping; i++) serving[i] = spawn(i);
         loop(address, count);
 
         if (watcher != null) watcher.close();
@@ -137,11 +145,18 @@ public final class Supervisor {
         return exitStatus;
     }
 
-    /** Null when the interpreter is free-threaded, or when it cannot be found or used: the worker then says why. */
-    private String freeThreadingRefusal() {
+    /**
+     * Finds the interpreter the workers will embed, and hands it to the workers started from now on, which
+     * then skip finding it themselves (a Python process each). Null when it cannot be found or used: each
+     * worker then looks for itself and says why.
+     */
+    private PythonInstall locatePython() {
         try {
-            return PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv()).freeThreadingRefusal();
+            PythonInstall python = PythonInstall.locate(settings.python().venv(), settings.python().autoVenv(), System.getenv());
+            sharedEnvironment.put(PythonInstall.LOCATED_ENV, python.encode());
+            return python;
         } catch (PythonInstall.Unusable e) {
+            sharedEnvironment.remove(PythonInstall.LOCATED_ENV);
             return null;
         }
     }
@@ -336,6 +351,10 @@ public final class Supervisor {
             return;
         }
         LOG.debugf("%s ready", w.name());
+        if (nextFirstStart < count) {
+            serving[nextFirstStart] = spawn(nextFirstStart);
+            nextFirstStart++;
+        }
         if (!started && Stream.of(serving).allMatch(s -> s != null && s.ready)) {
             started = true;
             String pids = Stream.of(serving).map(s -> Long.toString(s.pid())).reduce((a, b) -> a + ", " + b).orElse("");
@@ -415,8 +434,12 @@ public final class Supervisor {
             replaceAgain = true;
             return;
         }
-        LOG.infof("%s: replacing %d worker(s) one at a time", said, serving.length);
-        for (int i = 0; i < serving.length; i++) toReplace.add(i);
+        // A position with no worker (one of the first start still to come, or one waiting out its back-off)
+        // gets a worker of the new code when its turn comes.
+        for (int i = 0; i < serving.length; i++) if (serving[i] != null) toReplace.add(i);
+        LOG.infof("%s: replacing %d worker(s) one at a time", said, toReplace.size());
+        // The replacements embed the interpreter as it is now: a virtualenv may have been rebuilt since.
+        locatePython();
         replaceNext();
     }
 

@@ -68,7 +68,7 @@ final class Cli {
 
     /** The command as production builds it, with an entry point that refuses to start anything. */
     static PeregrineCommand command() {
-        return new PeregrineCommand(settings -> {
+        return new PeregrineCommand((settings, workerOptions) -> {
             throw new AssertionError("the test would have started a server");
         });
     }

@@ -61,4 +61,17 @@ class PythonInstallTest {
 
         assertTrue(refusal.getMessage().contains("/nonexistent/lib or " + dir.resolve("lib")), refusal.getMessage());
     }
+
+    /** A supervisor's workers take the install it found, and run no probe of their own. */
+    @Test
+    void whatTheSupervisorFoundIsTakenAsItIs() throws IOException {
+        Path lib = Files.createDirectories(dir.resolve("lib"));
+        Files.createFile(lib.resolve("libpython3.13t.so"));
+        PythonInstall found = PythonInstall.probe(fakePython("3.13.5", lib.toString(), "libpython3.13t.so", dir.toString(), "t", "1"));
+        Files.delete(dir.resolve("python3")); // a probe now would fail
+
+        PythonInstall handed = PythonInstall.locate(null, true, java.util.Map.of(PythonInstall.LOCATED_ENV, found.encode(), "PATH", ""));
+
+        assertEquals(found, handed);
+    }
 }

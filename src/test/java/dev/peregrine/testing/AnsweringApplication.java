@@ -19,7 +19,7 @@ import picocli.CommandLine;
 public final class AnsweringApplication implements Application {
     /** The HTTP settings the command line {@code args} give, as the server would build them. */
     public static HttpSettings settings(String... args) {
-        PeregrineCommand command = new PeregrineCommand(settings -> 0);
+        PeregrineCommand command = new PeregrineCommand((settings, workerOptions) -> 0);
         new CommandLine(command).parseArgs(args);
         return WorkerAssembly.httpSettings(CommandLineSettings.read(command));
     }
