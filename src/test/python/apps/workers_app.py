@@ -3,7 +3,7 @@
 Routes (both protocols):
   /pid            the process id of the worker that served the request
   /sleep?s=F      sleeps F seconds, then "slept"
-  /hold?mark=M&gate=G   creates the file M once the application has the request, then waits
+  /hold?mark=M&gate=G   creates the file M (the worker's pid) once the application has the request, then waits
                   (up to 60 s) until the file G exists, then "released"
   /block?mark=M&gate=G  (ASGI) as /hold, but waits with time.sleep: the event loop is blocked
   /crash          kills its own worker process with SIGKILL
@@ -32,8 +32,11 @@ HOLD_LIMIT = 600  # polls of 0.1 s: a test that never opens the gate does not ho
 
 
 def _held(query):
-    """The gate of /hold, once the marker says the application has the request."""
-    open(query["mark"][0], "w").close()
+    """The gate of /hold, once the marker (holding this worker's pid) says the application has the request."""
+    partial = query["mark"][0] + ".partial"
+    with open(partial, "w") as mark:
+        mark.write(str(os.getpid()))
+    os.rename(partial, query["mark"][0])
     return query["gate"][0]
 
 

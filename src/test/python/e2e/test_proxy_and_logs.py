@@ -455,6 +455,9 @@ def test_json_on_stdout_and_nothing_else_there(tmp_path, workers):
                     return False
 
             assert poll(ready, timeout=60), err_path.read_text()
+            if workers == "2":
+                # The first worker may answer before the second has started: the supervisor's line says both serve.
+                assert poll(lambda: "with 2 workers" in err_path.read_text(), timeout=60), err_path.read_text()
             for i in range(5):
                 with RawConn(port) as conn:
                     assert conn.request("GET", "/?n=%d" % i).status == 200

@@ -5,6 +5,7 @@ import dev.peregrine.shared.ConnectionShares;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import org.jboss.logging.Logger;
 
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -19,10 +20,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>A blocked loop tells nobody, hence a steady check besides the application's own signal; a pause
  * for the share is checked again every few milliseconds, as the other workers' counts change without
  * telling this one.
+ *
+ * <p>A pause for the application, and its end, are logged at debug level: which worker stopped taking
+ * connections, and when, is what an operator asks first when one worker seems to get none.
  */
 final class AcceptGate extends ChannelInboundHandlerAdapter {
     private static final long STEADY_CHECK_MILLIS = 100;
     private static final long SHARE_CHECK_MILLIS = 5;
+    private static final Logger LOG = Logger.getLogger("peregrine");
+    private static final long PID = ProcessHandle.current().pid();
 
     private final ServedApplication application;
     /** Null when the supervisor gave this worker no line to count in. */
@@ -30,6 +36,7 @@ final class AcceptGate extends ChannelInboundHandlerAdapter {
     private final AtomicBoolean checkPending = new AtomicBoolean();
     private Channel listener;
     private boolean shareCheckScheduled;
+    private boolean pausedForApplication;
 
     AcceptGate(ServedApplication application, ConnectionShares shares) {
         this.application = application;
@@ -70,6 +77,11 @@ final class AcceptGate extends ChannelInboundHandlerAdapter {
         // A saturated worker leaves the sharing altogether, so that the others do not hold back for it.
         if (shares != null) shares.accepting(!saturated);
         listener.config().setAutoRead(!saturated && !overShare);
+        if (saturated != pausedForApplication) {
+            pausedForApplication = saturated;
+            if (saturated) LOG.debugf("Worker (pid %d) stops accepting: its application is busy", PID);
+            else LOG.debugf("Worker (pid %d) accepts again", PID);
+        }
         if (overShare && !shareCheckScheduled) {
             shareCheckScheduled = true;
             listener.eventLoop().schedule(() -> {

@@ -50,7 +50,10 @@ import java.util.function.Function;
  */
 public final class WorkerAssembly {
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
-    /** A start that could not complete: its message is printed, and the process exits with {@code status}. */
+    /**
+     * A start that could not complete: its message is printed, and the process exits with {@code status}.
+     * Status 0 is a start cut short by a stop, which is logged as such rather than printed as an error.
+     */
     static final class StartFailure extends Exception {
         final int status;
         final String traceback;
@@ -241,6 +244,8 @@ public final class WorkerAssembly {
             link = SupervisorLink.connectIfSupervised(acceptors, stopNow);
             listener = link == null ? Listeners.bind(bootstrap, settings) : Listeners.adopt(bootstrap, link.listenerFd(), settings.listen().unix() != null);
         } catch (Exception e) {
+            // Not a failure: the supervisor stopped (a signal during the application's startup) before this worker served.
+            if (e.getCause() instanceof SupervisorLink.Closed) throw new StartFailure(0, "stopped before it served: its supervisor is stopping", "");
             throw new StartFailure(1, "cannot listen on " + (settings.listen().unix() != null ? settings.listen().unix()
                     : settings.listen().host() + ":" + settings.listen().port()) + ": " + e.getMessage(), "");
         }

@@ -87,6 +87,10 @@ public final class WorkerServer {
                 }
             });
         } catch (StartFailure e) {
+            if (e.status == 0) {
+                LOG.infof("%s%s", who(), e.getMessage());
+                return 0;
+            }
             if (!e.traceback.isEmpty()) System.err.println(e.traceback);
             System.err.println("peregrine: " + e.getMessage());
             return e.status;

@@ -69,7 +69,17 @@ public final class SupervisorLink {
         return id;
     }
 
-    /** The listening socket the supervisor owns; waits for it to arrive. */
+    /**
+     * The supervisor closed the link before it handed over the listening socket: it is stopping (or gone),
+     * and this worker will never serve.
+     */
+    public static final class Closed extends IllegalStateException {
+        Closed() {
+            super("the supervisor closed the control socket");
+        }
+    }
+
+    /** The listening socket the supervisor owns; waits for it to arrive ({@link Closed} as the cause if it never will). */
     public int listenerFd() throws Exception {
         return listenerFd.get(30, TimeUnit.SECONDS);
     }
@@ -100,7 +110,7 @@ public final class SupervisorLink {
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) {
-            fd.completeExceptionally(new IllegalStateException("the supervisor closed the control socket"));
+            fd.completeExceptionally(new Closed());
             onDrain.run();
         }
 
