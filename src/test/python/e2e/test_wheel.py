@@ -1,5 +1,5 @@
 """The pip package: the wheel of bin/build-wheel installed into a fresh virtualenv of the CPython running
-these tests (bin/test runs them under 3.11 and 3.13), and its two commands, `peregrine` and
+these tests (bin/test runs them under 3.11, 3.14 and 3.13), and its two commands, `peregrine` and
 `python -m peregrine`, run with a PATH that holds no java and without JAVA_HOME.
 
 The wheel is the one named by PEREGRINE_WHEEL (bin/test builds it once before the suites), else this
