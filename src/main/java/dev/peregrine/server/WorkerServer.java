@@ -139,6 +139,10 @@ public final class WorkerServer {
         LOG.info("Shutting down: finishing requests in flight");
         worker.edge().failHealthCheck();
         worker.listener().close().syncUninterruptibly();
+        // A connection accepted just before the close may still be on its way to its I/O thread, where it is
+        // counted: an empty task queued behind its registration on each I/O thread lets the wait below see it,
+        // instead of the shutdown closing it unanswered.
+        for (var ioThread : worker.workers()) ioThread.submit(() -> {}).syncUninterruptibly();
         if (worker.redirect() != null) worker.redirect().close();
         worker.connections().startDraining(drainIdleGraceNanos(stop));
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.limits().gracefulTimeoutMillis());
