@@ -28,7 +28,6 @@ final class AcceptGate extends ChannelInboundHandlerAdapter {
     private static final long STEADY_CHECK_MILLIS = 100;
     private static final long SHARE_CHECK_MILLIS = 5;
     private static final Logger LOG = Logger.getLogger("peregrine");
-    private static final long PID = ProcessHandle.current().pid();
 
     private final ServedApplication application;
     /** Null when the supervisor gave this worker no line to count in. */
@@ -79,8 +78,8 @@ final class AcceptGate extends ChannelInboundHandlerAdapter {
         listener.config().setAutoRead(!saturated && !overShare);
         if (saturated != pausedForApplication) {
             pausedForApplication = saturated;
-            if (saturated) LOG.debugf("Worker (pid %d) stops accepting: its application is busy", PID);
-            else LOG.debugf("Worker (pid %d) accepts again", PID);
+            // Checked first: with one WSGI thread this changes twice per request.
+            if (LOG.isDebugEnabled()) LOG.debugf(saturated ? "%sstops accepting: its application is busy" : "%saccepts again", WorkerServer.who());
         }
         if (overShare && !shareCheckScheduled) {
             shareCheckScheduled = true;

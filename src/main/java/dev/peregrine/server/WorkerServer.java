@@ -215,7 +215,7 @@ public final class WorkerServer {
     }
 
     /** How this process's lines name it: a supervised worker says which one it is. */
-    private static String who() {
+    static String who() {
         return SupervisorLink.supervised()
                 ? "worker " + System.getenv().getOrDefault("PEREGRINE_WORKER_ID", "?") + " (pid " + ProcessHandle.current().pid() + ") " : "";
     }
