@@ -16,6 +16,11 @@ async def cached():
     return JSONResponse(ITEM, headers={"cache-control": "public, max-age=300"})
 
 
+@app.get("/cached/many/{n}")
+async def cached_many(n: int):
+    return JSONResponse(ITEM, headers={"cache-control": "public, max-age=300"})
+
+
 @app.get("/uncached/item")
 async def uncached():
     return JSONResponse(ITEM, headers={"cache-control": "no-store"})

@@ -94,17 +94,6 @@ def parse_args(argv):
     return args
 
 
-def start(name: str, cmd: list[str], port: int, log_dir: Path) -> c.Proc:
-    c.log(f"bench: starting {name} on port {port}: {' '.join(cmd)}")
-    proc = c.Proc(name, cmd, cwd=c.APPS_DIR, env=c.child_env(), log_path=log_dir / f"{name}.log")
-    c.wait_ready(proc, port)
-    return proc
-
-
-def fmt(v, digits=1):
-    return "—" if v is None else f"{v:,.{digits}f}"
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     c.install_cleanup()
@@ -128,15 +117,15 @@ def main(argv=None) -> int:
     complete = False
     try:
         for name, options in PEREGRINE_SERVERS.items():
-            procs[name] = start(name, [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(ports[name]),
+            procs[name] = c.start_logged(name, [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(ports[name]),
                                        "--log-level", "warning", *options, "cache_app:app"], ports[name], log_dir)
-        procs["uvicorn"] = start("uvicorn", [str(c.VENV / "bin" / "uvicorn"), "cache_app:app", "--host", c.HOST, "--port",
+        procs["uvicorn"] = c.start_logged("uvicorn", [str(c.VENV / "bin" / "uvicorn"), "cache_app:app", "--host", c.HOST, "--port",
                                              str(ports["uvicorn"]), "--workers", "1", "--http", "httptools", "--loop", "uvloop",
                                              "--no-access-log", "--log-level", "warning"], ports["uvicorn"], log_dir)
         conf = work / "nginx.conf"
         user = "user root;" if os.geteuid() == 0 else ""
         conf.write_text(NGINX_CONF.format(user=user, dir=work, host=c.HOST, port=ports["nginx"], upstream=ports["uvicorn"]))
-        procs["nginx"] = start("nginx", [shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(conf), "-p", str(work)],
+        procs["nginx"] = c.start_logged("nginx", [shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(conf), "-p", str(work)],
                                ports["nginx"], log_dir)
 
         def measure(load: str, duration: float) -> dict:
@@ -205,8 +194,8 @@ def main(argv=None) -> int:
             lines.append(f"| {load} | no results | | | | | | |")
             continue
         busy = "—" if r["py_busy"] is None else f"{r['py_busy'] * 100:.1f} %"
-        lines.append(f"| {load} | {r['rps']:,.0f} | {fmt(r['p99_ms'], 2)} | {r['errors']:g} | {fmt(r['cpu_s_per_1k'], 3)} | "
-                     f"{busy} | {fmt(r['py_cpu_us_per_req'], 2)} | {r['peak_rss_mib']:.0f} |")
+        lines.append(f"| {load} | {r['rps']:,.0f} | {c.fmt(r['p99_ms'], 2)} | {r['errors']:g} | {c.fmt(r['cpu_s_per_1k'], 3)} | "
+                     f"{busy} | {c.fmt(r['py_cpu_us_per_req'], 2)} | {r['peak_rss_mib']:.0f} |")
     lines += ["", "| Ratio | Req/s | Target |", "| --- | ---: | --- |"]
     for r in ratios:
         lines.append(f"| {r['candidate']} / {r['baseline']} | {r['ratio']:.2f}x | >= {r['target']:g}: "

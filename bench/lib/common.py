@@ -450,11 +450,26 @@ def child_env(**extra: str) -> dict:
 # ---------------------------------------------------------------- one load: wrk (HTTP/1.1) and h2load (HTTP/2)
 
 
-def wrk_summary(url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = ()) -> dict:
+def start_logged(name: str, cmd: list[str], port: int, log_dir: Path) -> Proc:
+    """Starts a server from APPS_DIR, its output in log_dir/NAME.log, and waits until it answers on port."""
+    log(f"bench: starting {name} on port {port}: {' '.join(cmd)}")
+    proc = Proc(name, cmd, cwd=APPS_DIR, env=child_env(), log_path=log_dir / f"{name}.log")
+    wait_ready(proc, port)
+    return proc
+
+
+def fmt(v, digits=1, suffix=""):
+    """A figure for the results' tables: thousands separated, or a dash when there is none."""
+    return "—" if v is None else f"{v:,.{digits}f}{suffix}"
+
+
+def wrk_summary(url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = (),
+                script: Path | None = None) -> dict:
     """One `wrk -t1` load on url (http:// or https://), with `headers` ("Name: value") on every request; the
-    summary lib/wrk_report.lua prints, in microseconds."""
+    summary lib/wrk_report.lua prints, in microseconds. `script`: a wrk script of the load's own, which must
+    end by loading wrk_report.lua (dofile) for the summary."""
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", f"--timeout={max(1, round(timeout))}s",
-           "-s", str(WRK_LUA), *(arg for h in headers for arg in ("-H", h)), url]
+           "-s", str(script or WRK_LUA), *(arg for h in headers for arg in ("-H", h)), url]
     proc = Proc("wrk", cmd, stdout=subprocess.PIPE)
     try:
         out, _ = proc.popen.communicate(timeout=duration + 60)
@@ -473,13 +488,14 @@ def reaped_children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = ()) -> dict:
+def measure_wrk(root: int, url: str, conns: int, duration: float, timeout: float, headers: tuple[str, ...] = (),
+                script: Path | None = None) -> dict:
     """One wrk load with the CPU time and peak RSS of the process tree under `root` while it ran, and the
     cores wrk itself kept busy (on a small machine the load generator competes with the server)."""
     cpu_before, client_before, wall_before = tree_cpu_seconds(root), reaped_children_cpu_seconds(), time.monotonic()
     py_before, py_wait_before = python_thread_seconds(root), python_thread_wait_seconds(root)
     with RssSampler(root) as sampler:
-        r = wrk_summary(url, conns, duration, timeout, headers)
+        r = wrk_summary(url, conns, duration, timeout, headers, script)
     cpu_used = tree_cpu_seconds(root) - cpu_before
     py_after, py_wait_after = python_thread_seconds(root), python_thread_wait_seconds(root)
     wall = time.monotonic() - wall_before

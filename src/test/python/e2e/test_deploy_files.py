@@ -259,6 +259,63 @@ def test_scraping_uses_the_metrics_port(k8s, config, pod, container):
         assert container_port(container, service_ports[endpoint["port"]]["targetPort"]) == metrics_port
 
 
+# ---------------------------------------------------------------------------
+# k8s/shared-store/: the overlay whose replicas share through Valkey
+
+SHARED = K8S / "shared-store"
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """{file name: [objects]} of k8s/shared-store/."""
+    yaml = pytest.importorskip("yaml")
+    return {path.name: [d for d in yaml.safe_load_all(path.read_text()) if d is not None] for path in sorted(SHARED.glob("*.yaml"))}
+
+
+def test_the_overlay_adds_valkey_to_the_application_and_patches_it(shared, k8s):
+    kustomization = shared["kustomization.yaml"][0]
+    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["resources"] == ["../", "valkey.yaml"]
+    patched = [patch["path"] for patch in kustomization["patches"]]
+    assert sorted(patched) == ["configmap-patch.yaml", "deployment-patch.yaml"]
+    configmap = shared["configmap-patch.yaml"][0]
+    assert (configmap["kind"], configmap["metadata"]["name"]) == ("ConfigMap", k8s["configmap.yaml"]["metadata"]["name"])
+    deployment = shared["deployment-patch.yaml"][0]
+    assert (deployment["kind"], deployment["metadata"]["name"]) == ("Deployment", k8s["deployment.yaml"]["metadata"]["name"])
+    base_container = k8s["deployment.yaml"]["spec"]["template"]["spec"]["containers"][0]["name"]
+    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [base_container]
+
+
+def test_the_overlay_settings_are_options_and_reach_the_valkey_service(shared, variables, launcher_variables):
+    config = shared["configmap-patch.yaml"][0]["data"]
+    check_variables("k8s/shared-store/configmap-patch.yaml", config, variables, launcher_variables)
+    assert "PEREGRINE_RATE_LIMIT" in config and "PEREGRINE_CACHE_SIZE" in config
+    url = re.fullmatch(r"redis://([a-z0-9-]+):(\d+)/\d+", config["PEREGRINE_SHARED_STORE"])
+    assert url, "no password in the URL: it comes from the Secret (%r)" % config["PEREGRINE_SHARED_STORE"]
+    deployment, service = shared["valkey.yaml"]
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    assert service["metadata"]["name"] == url.group(1)
+    assert [p["port"] for p in service["spec"]["ports"]] == [int(url.group(2))]
+    assert is_subset(service["spec"]["selector"], deployment["spec"]["template"]["metadata"]["labels"])
+    assert is_subset(deployment["spec"]["selector"]["matchLabels"], deployment["spec"]["template"]["metadata"]["labels"])
+
+
+def test_valkey_and_peregrine_read_one_secret_and_valkey_keeps_nothing(shared):
+    app_env = shared["deployment-patch.yaml"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    password = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in app_env}
+    # The variable the server reads its password from (CommandLineSettings.SHARED_STORE_PASSWORD).
+    assert list(password) == ["PEREGRINE_SHARED_STORE_PASSWORD"]
+    source = (REPO_ROOT / "src/main/java/dev/peregrine/cli/CommandLineSettings.java").read_text()
+    assert '"PEREGRINE_SHARED_STORE_PASSWORD"' in source
+    valkey = shared["valkey.yaml"][0]["spec"]["template"]["spec"]["containers"][0]
+    valkey_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in valkey["env"]}
+    args = valkey["args"]
+    expanded = args[args.index("--requirepass") + 1]
+    assert re.fullmatch(r"\$\((\w+)\)", expanded) and valkey_env[expanded[2:-1]] == password["PEREGRINE_SHARED_STORE_PASSWORD"]
+    assert args[args.index("--save") + 1] == "" and args[args.index("--appendonly") + 1] == "no"
+    assert args[args.index("--maxmemory-policy") + 1] in ("volatile-lru", "allkeys-lru")
+
+
 def test_resources_and_scaling(k8s, container):
     requests = container["resources"]["requests"]
     assert "cpu" in requests and "memory" in requests

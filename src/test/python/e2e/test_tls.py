@@ -130,15 +130,20 @@ def _leaf(directory, name, serial, cn, san, key_kind="rsa", issuer="ca"):
     _sign(directory, name, name + ".csr", issuer, serial, extensions)
 
 
-def make_certs(directory):
+def make_root_ca(directory, common_name="Peregrine Test Root CA"):
+    """A self-signed root, ca.pem and ca.key in directory, for _leaf and _sign to sign with."""
     (directory / "openssl.cnf").write_text("[req]\ndistinguished_name = dn\n[dn]\n")
     _openssl(
         directory, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", 30, "-sha256", "-set_serial", 1, "-subj", "/CN=Peregrine Test Root CA",
+        "-days", 30, "-sha256", "-set_serial", 1, "-subj", "/CN=" + common_name,
         "-addext", "basicConstraints = critical, CA:TRUE",
         "-addext", "keyUsage = critical, keyCertSign, cRLSign",
         "-addext", "subjectKeyIdentifier = hash",
     )
+
+
+def make_certs(directory):
+    make_root_ca(directory)
     _openssl(directory, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "intermediate.key")
     _openssl(directory, "req", "-new", "-key", "intermediate.key", "-subj", "/CN=Peregrine Test Intermediate CA",
              "-out", "intermediate.csr")

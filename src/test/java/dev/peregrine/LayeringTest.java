@@ -52,7 +52,7 @@ class LayeringTest {
                 .layer("edge").definedBy("dev.peregrine.edge..", "dev.peregrine.ops")
                 .layer("sessions").definedBy("dev.peregrine.websocket..", "dev.peregrine.webtransport..", "dev.peregrine.app..", "dev.peregrine.tls..", "dev.peregrine.acme..")
                 .layer("core").definedBy("dev.peregrine.http")
-                .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..", "dev.peregrine.shared..")
+                .layer("foundation").definedBy("dev.peregrine.python..", "dev.peregrine.ops.metrics..", "dev.peregrine.shared..", "dev.peregrine.store..")
                 .layer("config").definedBy("dev.peregrine.config..")
                 .whereLayer("entry").mayNotBeAccessedByAnyLayer()
                 .whereLayer("assembly").mayOnlyBeAccessedByLayers("entry")

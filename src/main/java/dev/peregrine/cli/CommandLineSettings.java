@@ -14,6 +14,7 @@ import dev.peregrine.config.OperationsSettings;
 import dev.peregrine.config.ProtocolSettings;
 import dev.peregrine.config.PythonSettings;
 import dev.peregrine.config.RateLimitSettings;
+import dev.peregrine.config.SharedStoreSettings;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.TlsSettings;
 import dev.peregrine.config.TlsSettings.CertificatePair;
@@ -61,7 +62,36 @@ public final class CommandLineSettings {
                 webSocket(c),
                 new EdgeSettings(healthCheckPath(c.healthCheckPath), rateLimit(c), staticMounts(c.staticDir), compressStatic(c),
                         compression(c), cache(c)),
-                operations(c, listen));
+                operations(c, listen),
+                sharedStore(c, System.getenv(SHARED_STORE_PASSWORD)));
+    }
+
+    /** Where the shared store's password is read when its URL holds none: the environment, out of ps and shell history. */
+    public static final String SHARED_STORE_PASSWORD = "PEREGRINE_SHARED_STORE_PASSWORD";
+
+    /** Null without --shared-store. No message repeats the URL, which may hold the password. */
+    static SharedStoreSettings sharedStore(PeregrineCommand c, String passwordFromEnv) {
+        if (c.sharedStore == null) {
+            if (c.sharedStoreCa != null) throw new ConfigException("option '--shared-store-ca' needs --shared-store");
+            return null;
+        }
+        if (c.rateLimit == null && c.cacheSize == null) {
+            throw new ConfigException("option '--shared-store' needs --rate-limit or --cache-size: nothing else goes through it");
+        }
+        SharedStoreSettings store;
+        try {
+            store = SharedStoreSettings.parse(c.sharedStore, c.sharedStoreCa, passwordFromEnv,
+                    range("--shared-store-timeout", c.sharedStoreTimeout, 1, 60_000));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("invalid value for option '--shared-store': " + e.getMessage());
+        }
+        if (c.sharedStoreCa != null) {
+            if (!store.tls()) throw new ConfigException("option '--shared-store-ca' needs a rediss:// --shared-store");
+            if (!Files.isReadable(c.sharedStoreCa)) {
+                throw new ConfigException("invalid value for option '--shared-store-ca': cannot read " + c.sharedStoreCa);
+            }
+        }
+        return store;
     }
 
     private static ListenSettings listen(PeregrineCommand c) {

@@ -29,7 +29,7 @@ public final class CommandLineSetup {
         GROUPS.put("TLS", List.of("--tls-cert", "--tls-key", "--tls-ciphers", "--ktls", "--acme-domain", "--acme-email", "--acme-cache",
                 "--acme-staging", "--acme-directory", "--acme-ca-bundle", "--redirect-http", "--hsts"));
         GROUPS.put("Edge", List.of("--static-dir", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object",
-                "--cache-ttl-max", "--compress", "--compress-min-size", "--compress-static"));
+                "--cache-ttl-max", "--compress", "--compress-min-size", "--compress-static", "--shared-store", "--shared-store-timeout", "--shared-store-ca"));
         GROUPS.put("Operations", List.of("--health-check-path", "--metrics-port", "--metrics-host", "--access-log", "--access-log-format",
                 "--request-id", "--request-start-header", "--trace-context", "--log-level", "--help", "--version"));
     }

@@ -109,6 +109,9 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--compress", description = "Compress text-like responses with br, zstd or gzip.") public Boolean compress;
     @Option(names = "--compress-min-size", defaultValue = "1024", paramLabel = "N", description = "Leave bodies declared smaller than N bytes alone (default ${DEFAULT-VALUE}).") public Integer compressMinSize;
     @Option(names = "--compress-static", description = "Serve precompressed FILE.br/.zst/.gz beside static files.") public Boolean compressStatic;
+    @Option(names = "--shared-store", paramLabel = "URL", description = "Share the rate limit and the response cache with the other replicas through Redis or Valkey: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss:// for TLS (the password is better given in PEREGRINE_SHARED_STORE_PASSWORD).") public String sharedStore;
+    @Option(names = "--shared-store-timeout", defaultValue = "50", paramLabel = "MS", description = "How long a request waits for the store before it is served without it (default ${DEFAULT-VALUE}).") public Long sharedStoreTimeout;
+    @Option(names = "--shared-store-ca", paramLabel = "PATH", description = "PEM roots to trust for a rediss:// store (default: the JDK's).") public Path sharedStoreCa;
 
     // Operations
     @Option(names = "--health-check-path", paramLabel = "P", description = "Answer P with 200 in the server, e.g. /healthz.") public String healthCheckPath;

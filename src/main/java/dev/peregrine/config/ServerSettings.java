@@ -16,5 +16,7 @@ public record ServerSettings(
         /** Null when upgrades are refused (--no-websockets, or WSGI). */
         WebSocketSettings webSocket,
         EdgeSettings edge,
-        OperationsSettings operations) {
+        OperationsSettings operations,
+        /** Null without --shared-store: every replica keeps its own counts. */
+        SharedStoreSettings sharedStore) {
 }

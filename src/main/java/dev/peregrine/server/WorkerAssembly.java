@@ -17,6 +17,7 @@ import dev.peregrine.python.Py;
 import dev.peregrine.shared.ConnectionShares;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
+import dev.peregrine.store.SharedStore;
 import dev.peregrine.python.PythonInstall;
 import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.tls.HttpsRedirect;
@@ -68,7 +69,7 @@ public final class WorkerAssembly {
     /** A worker whose application runs and whose sockets accept. */
     record Worker(ServedApplication application, String protocol, String flavour, PythonInstall install, WorkerMetrics metrics,
                   Connections connections, EdgeChain edge, EventLoopGroup acceptors, EventLoopGroup workers,
-                  Channel listener, Channel quic, Channel redirect, SupervisorLink link) {}
+                  Channel listener, Channel quic, Channel redirect, SupervisorLink link, SharedStore store) {}
 
     private final ServerSettings settings;
     private final TlsContexts tls;
@@ -195,9 +196,6 @@ public final class WorkerAssembly {
 
         Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
         HttpSettings http = httpSettings(settings);
-        EdgeChain edge = new EdgeChain(settings.edge(), shared, metrics.recorder(), application);
-        RequestCore core = new RequestCore(http, connections, edge.entry(), edge.upgradeGate());
-
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         // One I/O thread per worker: in a free-threaded process, the worker threads share the I/O threads.
@@ -207,6 +205,12 @@ public final class WorkerAssembly {
             acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
         });
+        SharedStore store = sharedStore(workers, ioThreads, metrics);
+        if (store != null) undo.push(store::close);
+
+        EdgeChain edge = new EdgeChain(settings.edge(), shared, store, metrics.recorder(), application);
+        if (store != null) store.warmUp();
+        RequestCore core = new RequestCore(http, connections, edge.entry(), edge.upgradeGate());
         AcceptGate gate = null;
         if (SupervisorLink.supervised() && settings.workers().processes() > 1) {
             ConnectionShares shares = null;
@@ -268,7 +272,18 @@ public final class WorkerAssembly {
         LOG.debugf("Start-up took %d ms from the process's start: JVM and settings %d ms, Python %d ms, import %d ms, application startup %d ms, sockets %d ms",
                 jvmMillis < 0 ? -1 : jvmMillis + (end - begun) / 1_000_000, jvmMillis, (pythonStarted - begun) / 1_000_000,
                 (imported - pythonStarted) / 1_000_000, (applicationStarted - imported) / 1_000_000, (end - applicationStarted) / 1_000_000);
-        return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link);
+        return new Worker(application, protocol, flavour, install, metrics, connections, edge, acceptors, workers, listener, quic, redirect, link, store);
+    }
+
+    /** The connection to --shared-store, when something goes through it: the rate limit, the response cache. Null otherwise. */
+    private SharedStore sharedStore(EventLoopGroup workers, int ioThreads, WorkerMetrics metrics) {
+        if (settings.sharedStore() == null) return null;
+        List<String> shared = new ArrayList<>();
+        if (settings.edge().rateLimit() != null) shared.add("rate limit");
+        if (settings.edge().cache() != null) shared.add("response cache");
+        if (shared.isEmpty()) return null;
+        return SharedStore.open(settings.sharedStore(), String.join(" and ", shared), workers, ioThreads,
+                java.time.Duration.ofMillis(settings.sharedStore().timeoutMillis()), metrics.recorder());
     }
 
     /** What the connections of every transport read of the configuration. */

@@ -157,6 +157,7 @@ public final class WorkerServer {
         // After the connections: QUIC connections are closed by packets sent through this socket.
         if (worker.quic() != null) worker.quic().close().syncUninterruptibly();
         stopApplication(worker.application(), settings);
+        if (worker.store() != null) worker.store().close();
         worker.acceptors().shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         worker.workers().shutdownGracefully(0, 100, TimeUnit.MILLISECONDS);
         if (settings.listen().unix() != null && worker.link() == null) {

@@ -36,7 +36,7 @@ class HelpAndVersionTest {
             "--log-level", "--version");
 
     /** Options beyond the spec's Usage, each described in README.md and docs/: what going further added. */
-    static final List<String> BEYOND_SPEC = List.of("--no-gc-freeze");
+    static final List<String> BEYOND_SPEC = List.of("--no-gc-freeze", "--shared-store", "--shared-store-timeout", "--shared-store-ca");
 
     static final List<String> GROUP_HEADINGS = List.of(
             "Listening", "Application", "Python", "Limits and timeouts", "Workers and lifecycle", "Protocols", "TLS",
@@ -119,6 +119,7 @@ class HelpAndVersionTest {
         expected.put("--acme-domain", "TLS");
         expected.put("--static-dir", "Edge");
         expected.put("--compress", "Edge");
+        expected.put("--shared-store", "Edge");
         expected.put("--log-level", "Operations");
         expected.put("--version", "Operations");
         expected.forEach((option, group) -> assertTrue(sections.get(group).contains(option),

@@ -280,7 +280,7 @@ class ServerSettingsTest {
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
             "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object", "--cache-ttl-max", "--acme-domain", "--acme-email", "--acme-cache", "--acme-staging", "--acme-directory", "--acme-ca-bundle",
             // Refused with its own reason (ktlsIsRefusedWithTheReason).
-            "--ktls");
+            "--ktls", "--shared-store", "--shared-store-timeout", "--shared-store-ca");
 
     @Test
     void webSocketOptionsAreCarriedThroughAndChecked() {

@@ -25,6 +25,8 @@ final class CacheExchange extends ExchangeWrapper {
     private final CacheRequest request;
     /** The fill marker this request holds for its key, or null. */
     private final CacheStore.Slot claim;
+    /** The request holds its key's fill in --shared-store too. */
+    private final boolean sharedClaim;
     private final boolean unsafe;
     private boolean headSeen;
     /** The response being copied, null once it is known not to be stored. */
@@ -35,11 +37,13 @@ final class CacheExchange extends ExchangeWrapper {
     private int bodyLength;
     private long receivedMillis;
 
-    CacheExchange(HttpExchange wrapped, ResponseCache cache, CacheRequest request, CacheStore.Slot claim, boolean unsafe) {
+    CacheExchange(HttpExchange wrapped, ResponseCache cache, CacheRequest request, CacheStore.Slot claim, boolean sharedClaim,
+                  boolean unsafe) {
         super(wrapped);
         this.cache = cache;
         this.request = request;
         this.claim = claim;
+        this.sharedClaim = sharedClaim;
         this.unsafe = unsafe;
     }
 
@@ -62,7 +66,7 @@ final class CacheExchange extends ExchangeWrapper {
             long fresh = verdict.freshMillis(), received = receivedMillis - verdict.ageSeconds() * 1000;
             stored = null;
             body = null;
-            cache.publish(request, claim, record, variant, fresh, received);
+            cache.publish(request, claim, sharedClaim, record, variant, fresh, received);
         }
         wrapped.send(out, chunk, last);
     }
@@ -75,10 +79,10 @@ final class CacheExchange extends ExchangeWrapper {
 
     /** The response was cut: nothing is stored, and the requests waiting for this fill stop waiting. */
     private void forget() {
-        if (stored != null || claim != null && !headSeen) {
+        if (stored != null || (claim != null || sharedClaim) && !headSeen) {
             stored = null;
             body = null;
-            cache.pass(request.hash, claim);
+            cache.pass(request.hash, claim, sharedClaim);
         }
     }
 
@@ -96,7 +100,7 @@ final class CacheExchange extends ExchangeWrapper {
             varyNames = CacheEntry.varyNames(CacheStorability.value(head, "vary"));
             if (head.contentLength() > 0) body = new byte[(int) head.contentLength()];
         } else {
-            cache.pass(request.hash, claim);
+            cache.pass(request.hash, claim, sharedClaim);
         }
         ResponseHead out = new ResponseHead(head.status());
         out.reasonOf(head);
@@ -113,7 +117,7 @@ final class CacheExchange extends ExchangeWrapper {
             // Past --cache-max-object: the client still gets it all; the cache forgets it, and its waiters stop waiting.
             stored = null;
             body = null;
-            cache.pass(request.hash, claim);
+            cache.pass(request.hash, claim, sharedClaim);
             return;
         }
         if (body == null) body = new byte[Math.max(size, 4096)];

@@ -8,6 +8,7 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedRegion;
+import dev.peregrine.store.SharedStore;
 import io.netty.buffer.Unpooled;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.internal.ThreadExecutorMap;
@@ -28,6 +29,13 @@ import java.util.concurrent.TimeUnit;
  * takes a coding is answered from that coding's variant of it: made once, by the compression stage, on
  * the first such hit, and stored beside the identity entry with its freshness and age. Storing a new
  * identity response drops the variants of the old one; invalidation drops them all.
+ *
+ * <p>With --shared-store, a miss in this host's memory asks the store ({@link StoreTier}) before the
+ * application: an entry another replica stored is copied into this host's memory and served from it;
+ * else the request claims the key's fill across replicas, or waits for the replica that holds it as it
+ * waits for a local fill, polling the store every {@value #REMOTE_POLL_MILLIS} ms. Every response this
+ * host stores goes to the store too, and an invalidation reaches every replica. When the store fails,
+ * the cache is this host's alone, as without it.
  */
 public final class ResponseCache implements EdgeStage {
     /** How long misses wait for another request's fill of the same key, and how long a fill may take before others stop waiting. */
@@ -35,6 +43,8 @@ public final class ResponseCache implements EdgeStage {
     /** How long, after a response that could not be stored, requests for its key go to the application without waiting (hit-for-miss). */
     static final long PASS_MILLIS = 10_000;
     private static final long POLL_MILLIS = 5;
+    /** How often a miss waiting for another replica's fill asks the store again: each ask is a round trip. */
+    static final long REMOTE_POLL_MILLIS = 20;
     private static final Set<String> UNSAFE = Set.of("POST", "PUT", "PATCH", "DELETE");
     /** What a 304 carries of the stored response (RFC 9110 §15.4.5). */
     private static final List<String> NOT_MODIFIED_HEADERS = List.of("cache-control", "content-location", "date", "etag",
@@ -45,13 +55,17 @@ public final class ResponseCache implements EdgeStage {
     final RequestMetrics metrics;
     /** --compress, whose codings' variants the cache keeps; null without it. */
     private final ContentEncoder compression;
+    /** The entries of every replica, in --shared-store; null without it. */
+    private final StoreTier shared;
     private final long pid = ProcessHandle.current().pid();
 
-    public ResponseCache(CacheSettings settings, SharedRegion area, RequestMetrics metrics, ContentEncoder compression) {
+    /** @param sharedStore --shared-store, or null: the cache is then this host's alone */
+    public ResponseCache(CacheSettings settings, SharedRegion area, SharedStore sharedStore, RequestMetrics metrics, ContentEncoder compression) {
         this.settings = settings;
         this.store = new CacheStore(area, slot -> metrics.cacheReleased(slot.length(), true));
         this.metrics = metrics;
         this.compression = compression;
+        this.shared = sharedStore == null ? null : new StoreTier(sharedStore, this::invalidateHere);
     }
 
     @Override
@@ -59,13 +73,13 @@ public final class ResponseCache implements EdgeStage {
         String method = exchange.head().method();
         boolean get = method.equals("GET");
         if (!get && !method.equals("HEAD")) {
-            if (UNSAFE.contains(method)) next.dispatch(new CacheExchange(exchange, this, CacheRequest.of(exchange), null, true));
+            if (UNSAFE.contains(method)) next.dispatch(new CacheExchange(exchange, this, CacheRequest.of(exchange), null, false, true));
             else next.dispatch(exchange);
             return;
         }
         CacheRequest request = CacheRequest.of(exchange, compression == null ? null : compression.coding(exchange.head()));
         if (request.noCache || request.noStore) {
-            forward(exchange, next, request, null);
+            forward(exchange, next, request, null, false);
             return;
         }
         lookup(exchange, next, request, System.currentTimeMillis() + WAIT_MILLIS, loop());
@@ -99,12 +113,77 @@ public final class ResponseCache implements EdgeStage {
             }
             claim = result.slot;
         }
-        forward(exchange, next, request, claim);
+        if (shared != null && !found.pass && loop != null) {
+            lookupShared(exchange, next, request, claim, fills, waitUntil, loop);
+            return;
+        }
+        forward(exchange, next, request, claim, false);
     }
 
-    private void forward(HttpExchange exchange, Application next, CacheRequest request, CacheStore.Slot claim) {
+    /**
+     * A miss in this host's memory, asked of the store: an entry another replica stored is copied here and
+     * served; else a request that fills claims the key's fill for every replica ({@code fills}), and a fill
+     * another replica holds is waited for, as a local one is. A fill that stored nothing leaves a
+     * hit-for-miss marker in the store, which sends every replica's requests for the key to their
+     * application at once. When the store fails, the miss goes to the application as without it.
+     */
+    private void lookupShared(HttpExchange exchange, Application next, CacheRequest request, CacheStore.Slot claim, boolean fills,
+                              long waitUntil, EventExecutor loop) {
+        shared.lookup(request.hash, fills).whenComplete((answer, failure) -> loop.execute(() -> {
+            boolean claimed = answer != null && answer.claimed();
+            if (exchange.disconnected()) {
+                if (claim != null) store.free(claim);
+                if (claimed) shared.giveBack(request.hash, false);
+                return;
+            }
+            long now = System.currentTimeMillis();
+            if (answer != null) {
+                StoreTier.Stored stored = match(request, answer.entries(), now);
+                if (stored != null) {
+                    if (claimed) shared.giveBack(request.hash, false);
+                    storeRecord(request.hash, claim, stored.record(), stored.variant(), stored.until(), stored.received());
+                    Found found = find(request, now);
+                    if (found.hit != null) {
+                        serve(exchange, request, found, now);
+                        return;
+                    }
+                    // Not kept here (larger than this host's ring allows): the application answers, as for any entry too large.
+                    forward(exchange, next, request, null, false);
+                    return;
+                }
+                if (answer.passes()) {
+                    pass(request.hash, claim, false);
+                    forward(exchange, next, request, null, false);
+                    return;
+                }
+                if (answer.filledElsewhere() && now < waitUntil) {
+                    loop.schedule(() -> lookupShared(exchange, next, request, claim, fills, waitUntil, loop), REMOTE_POLL_MILLIS,
+                            TimeUnit.MILLISECONDS);
+                    return;
+                }
+            }
+            forward(exchange, next, request, claim, claimed);
+        }));
+    }
+
+    /** The store's entry for a request, as {@link #find} chooses in this host's memory; null when none is fresh and matches. */
+    private static StoreTier.Stored match(CacheRequest request, List<StoreTier.Stored> entries, long now) {
+        StoreTier.Stored identity = null;
+        for (StoreTier.Stored stored : entries) {
+            boolean inCoding = CacheEntry.codedAs(stored.variant(), request.coding);
+            if (!inCoding && !CacheEntry.identity(stored.variant()) || stored.until() <= now) continue;
+            CacheEntry entry = CacheEntry.parse(stored.record());
+            if (entry == null || !entry.keyEquals(request) || !entry.variantMatches(request)) continue;
+            if (inCoding) return stored;
+            identity = stored;
+        }
+        return identity;
+    }
+
+    /** @param sharedClaim the request holds the key's fill in the store */
+    private void forward(HttpExchange exchange, Application next, CacheRequest request, CacheStore.Slot claim, boolean sharedClaim) {
         metrics.cacheMiss();
-        next.dispatch(new CacheExchange(exchange, this, request, claim, false));
+        next.dispatch(new CacheExchange(exchange, this, request, claim, sharedClaim, false));
     }
 
     /**
@@ -191,8 +270,9 @@ public final class ResponseCache implements EdgeStage {
         if (coded == null) return null;
         byte[] record = entry.recoded(coded.head(), coded.body());
         if (coded.body().length <= settings.maxObjectBytes()) {
-            storeRecord(request.hash, null, record, CacheEntry.codedVariant(identity.variant(), request.coding), identity.until(),
-                    identity.received());
+            int variant = CacheEntry.codedVariant(identity.variant(), request.coding);
+            storeRecord(request.hash, null, record, variant, identity.until(), identity.received());
+            if (shared != null) shared.put(request.hash, variant, identity.until(), identity.received(), record, false);
         }
         return CacheEntry.parse(record);
     }
@@ -256,9 +336,15 @@ public final class ResponseCache implements EdgeStage {
         metrics.cacheReleased(taken.length(), taken.until() > now || !store.intact(taken.position()));
     }
 
-    /** Stores a response's record; on the I/O thread. {@code claim}: the fill marker it replaces, when it still is one. */
-    void publish(CacheRequest request, CacheStore.Slot claim, byte[] record, int variant, long freshMillis, long received) {
-        storeRecord(request.hash, claim, record, variant, System.currentTimeMillis() + freshMillis, received);
+    /**
+     * Stores a response's record, here and in the store; on the I/O thread. {@code claim}: the fill marker
+     * it replaces, when it still is one; {@code sharedClaim}: the request holds the key's fill in the store.
+     */
+    void publish(CacheRequest request, CacheStore.Slot claim, boolean sharedClaim, byte[] record, int variant, long freshMillis,
+                 long received) {
+        long until = System.currentTimeMillis() + freshMillis;
+        storeRecord(request.hash, claim, record, variant, until, received);
+        if (shared != null) shared.put(request.hash, variant, until, received, record, sharedClaim);
     }
 
     /** Stores a record under {@code variant} (its coding in the low bits), fresh until {@code until}; on the I/O thread. */
@@ -266,7 +352,7 @@ public final class ResponseCache implements EdgeStage {
         long now = System.currentTimeMillis();
         long position = store.append(record, hash);
         if (position < 0) {
-            pass(hash, claim);
+            pass(hash, claim, false);
             return;
         }
         CacheStore.Slot target = claim == null ? null : store.read(claim.index());
@@ -291,16 +377,26 @@ public final class ResponseCache implements EdgeStage {
         }
     }
 
-    /** Turns a fill that will store nothing into a hit-for-miss marker: its waiters go to the application at once. */
-    void pass(long hash, CacheStore.Slot claim) {
+    /**
+     * Turns a fill that will store nothing into a hit-for-miss marker: its waiters go to the application at
+     * once, those of every replica too when it held the key's fill in the store ({@code sharedClaim}).
+     */
+    void pass(long hash, CacheStore.Slot claim, boolean sharedClaim) {
+        if (sharedClaim) shared.giveBack(hash, true);
         if (claim == null) return;
         CacheStore.Slot current = store.read(claim.index());
         if (current == null || current.version() != claim.version()) return;
         store.write(current, hash, CacheStore.PASS, 0, System.currentTimeMillis() + PASS_MILLIS, 0, 0, 0, 0, 0);
     }
 
-    /** Drops every entry of a URL after a successful unsafe request to it (RFC 9111 §4.4); on the I/O thread. */
+    /** Drops every entry of a URL after a successful unsafe request to it (RFC 9111 §4.4), in every replica; on the I/O thread. */
     void invalidate(long hash) {
+        invalidateHere(hash);
+        if (shared != null) shared.invalidate(hash);
+    }
+
+    /** Drops this host's entries of a URL: after a request here, or when another replica says it invalidated it. */
+    private void invalidateHere(long hash) {
         int home = store.home(hash);
         for (int i = 0; i < CacheStore.PROBE; i++) {
             CacheStore.Slot slot = store.read(store.probe(home, i));

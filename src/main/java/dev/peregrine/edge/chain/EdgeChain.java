@@ -12,6 +12,7 @@ import dev.peregrine.http.UpgradeGate;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
+import dev.peregrine.store.SharedStore;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -46,20 +47,21 @@ public final class EdgeChain {
 
     /**
      * @param shared  the area of {@link SharedLayout#of} this settings' layout, mapped by this worker; null when it has none
+     * @param store   --shared-store, or null
      * @param metrics where the stages count
      */
-    public EdgeChain(EdgeSettings settings, SharedRegion shared, RequestMetrics metrics, Application application) {
+    public EdgeChain(EdgeSettings settings, SharedRegion shared, SharedStore store, RequestMetrics metrics, Application application) {
         List<EdgeStage> stages = new ArrayList<>();
         health = settings.healthCheckPath() == null ? null : new HealthCheck(settings.healthCheckPath());
         if (health != null) stages.add(health);
         rateLimit = settings.rateLimit() == null ? null
-                : new RateLimit(settings.rateLimit(), SharedLayout.of(settings).rateLimitTable(shared), metrics);
+                : new RateLimit(settings.rateLimit(), SharedLayout.of(settings).rateLimitTable(shared), store, metrics);
         if (rateLimit != null) stages.add(rateLimit);
         if (!settings.staticMounts().isEmpty()) stages.add(new StaticFiles(settings.staticMounts(), settings.compressStatic()));
         Compression compression = settings.compression() == null ? null : new Compression(settings.compression(), metrics);
         if (compression != null) stages.add(compression);
         if (settings.cache() != null) {
-            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), metrics, compression));
+            stages.add(new ResponseCache(settings.cache(), SharedLayout.of(settings).cacheArea(shared), store, metrics, compression));
         }
         entry = link(stages, application);
     }

@@ -9,6 +9,7 @@ import dev.peregrine.http.Refusal;
 import dev.peregrine.http.UpgradeGate;
 import dev.peregrine.ops.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedRegion;
+import dev.peregrine.store.SharedStore;
 import io.netty.buffer.Unpooled;
 
 import java.net.InetSocketAddress;
@@ -18,6 +19,12 @@ import java.net.InetSocketAddress;
  * never sees the request. The client is the exchange's remote address, which the request core has
  * already replaced with what a trusted proxy reported ({@code --forwarded-allow-ips}). WebSocket
  * handshakes, which leave the chain, are checked through {@link UpgradeGate}.
+ *
+ * <p>With {@code --shared-store}, a request's budget is spent in the store ({@link StoreBudget}), which
+ * every replica shares, and the request waits on the I/O thread's side, never the application's, for
+ * that one round trip. When the store fails or is slow, the request is charged to this host's own
+ * table instead: the limit then holds per replica until the store answers again. WebSocket handshakes
+ * are always charged to this host's table, as {@link UpgradeGate} answers at once.
  *
  * <p>The 429 carries {@code Retry-After} (whole seconds, rounded up) and the fields of
  * draft-ietf-httpapi-ratelimit-headers: {@code RateLimit-Policy} states the burst as the quota and
@@ -29,11 +36,15 @@ public final class RateLimit implements EdgeStage, UpgradeGate {
     private static final long SECOND = 1_000_000_000L;
 
     private final ClientTable table;
+    /** Null without --shared-store. */
+    private final StoreBudget store;
     private final RequestMetrics metrics;
     private final String policy;
 
-    public RateLimit(RateLimitSettings settings, SharedRegion table, RequestMetrics metrics) {
+    /** @param store the shared store, or null: the budgets are then this host's alone */
+    public RateLimit(RateLimitSettings settings, SharedRegion table, SharedStore store, RequestMetrics metrics) {
         this.table = new ClientTable(table, settings.intervalNanos(), settings.burst(), metrics);
+        this.store = store == null ? null : new StoreBudget(store, settings);
         this.metrics = metrics;
         long window = ceilSeconds(settings.burst() * settings.intervalNanos());
         this.policy = POLICY_NAME + ";q=" + settings.burst() + ";w=" + Math.max(1, window);
@@ -41,7 +52,19 @@ public final class RateLimit implements EdgeStage, UpgradeGate {
 
     @Override
     public void handle(HttpExchange exchange, Application next) {
-        Refusal refusal = check(exchange.head(), exchange.remoteAddress());
+        long key = ClientKey.of(exchange.remoteAddress());
+        if (store == null) {
+            decide(exchange, next, table.admit(key, System.nanoTime()));
+            return;
+        }
+        store.admit(key).whenComplete((outcome, failure) -> {
+            long decided = failure == null ? outcome : table.admit(key, System.nanoTime());
+            exchange.runOnLoop(() -> decide(exchange, next, decided), 0, null);
+        });
+    }
+
+    private void decide(HttpExchange exchange, Application next, long outcome) {
+        Refusal refusal = refusal(outcome);
         if (refusal == null) {
             next.dispatch(exchange);
             return;
@@ -51,7 +74,11 @@ public final class RateLimit implements EdgeStage, UpgradeGate {
 
     @Override
     public Refusal check(HttpRequestHead head, InetSocketAddress client) {
-        long outcome = table.admit(ClientKey.of(client), System.nanoTime());
+        return refusal(table.admit(ClientKey.of(client), System.nanoTime()));
+    }
+
+    /** Null when {@code outcome} ({@link ClientTable#admit}) lets the request through. */
+    private Refusal refusal(long outcome) {
         if (outcome >= 0) return null;
         metrics.rateLimited();
         long seconds = Math.max(1, ceilSeconds(-outcome));

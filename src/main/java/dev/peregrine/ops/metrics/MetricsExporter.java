@@ -55,6 +55,10 @@ public final class MetricsExporter {
         counter("peregrine.webtransport.datagrams.dropped",
                 "WebTransport datagrams dropped on arrival: their session held as many unreceived by the application as it may",
                 WEBTRANSPORT_DATAGRAMS_DROPPED).register(registry);
+        for (int operation = 0; operation < STORE_OPERATIONS.length; operation++) {
+            counter("peregrine.shared.store.errors", "Operations on --shared-store that failed or timed out (the request was served without it)",
+                    STORE_ERRORS + operation).tag("operation", STORE_OPERATIONS[operation]).register(registry);
+        }
         gauge("peregrine.connections.active", "Connections open now", s -> s.sum(CONNECTIONS_ACTIVE)).register(registry);
         gauge("peregrine.requests.in.flight", "Requests received and not yet answered in full", s -> s.sum(REQUESTS_IN_FLIGHT))
                 .register(registry);
@@ -67,6 +71,9 @@ public final class MetricsExporter {
         registry.getPrometheusRegistry().register(new StoredHistogram("peregrine_python_wait_seconds",
                 "Time a request ready on the Java side waited for the Python thread to start it", PYTHON_WAIT_BOUNDS,
                 PYTHON_WAIT_BUCKETS, PYTHON_WAIT_SUM_NANOS));
+        registry.getPrometheusRegistry().register(new StoredHistogram("peregrine_shared_store_round_trip_seconds",
+                "Time from a command to --shared-store being sent to its answer", STORE_ROUND_TRIP_BOUNDS, STORE_ROUND_TRIP_BUCKETS,
+                STORE_ROUND_TRIP_SUM_NANOS));
     }
 
     /** The exposition in the given format: Prometheus text 0.0.4 or OpenMetrics (see {@link #contentType}). */

@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 6;
+    static final long VERSION = 7;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -33,6 +33,18 @@ public final class MetricsLayout {
     /** Upper bounds of the request duration buckets: from a cached answer to a slow report. */
     static final long[] DURATION_BOUNDS = micros(500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
             500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000);
+    /** Upper bounds of the shared store's round-trip buckets: a store on the same host or zone answers well under a millisecond. */
+    static final long[] STORE_ROUND_TRIP_BOUNDS = micros(100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000);
+    /** What the request path asks of --shared-store, for its error counts: the index is the operation's cell. */
+    public static final String[] STORE_OPERATIONS = {"connect", "rate_limit", "cache_lookup", "cache_store", "cache_invalidate"};
+    public static final int STORE_CONNECT = 0;
+    public static final int STORE_RATE_LIMIT = 1;
+    /** A response cache miss asking the store (and claiming the key's fill), and a fill's lock given back. */
+    public static final int STORE_CACHE_LOOKUP = 2;
+    public static final int STORE_CACHE_STORE = 3;
+    public static final int STORE_CACHE_INVALIDATE = 4;
+    /** Cells kept for operations to come, so that adding one leaves the layout as it is. */
+    private static final int STORE_OPERATION_CELLS = 8;
     /** Upper bounds of the Python-thread wait buckets: microseconds when idle, milliseconds and more when saturated. */
     static final long[] PYTHON_WAIT_BOUNDS = micros(10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000,
             50_000, 100_000, 250_000, 500_000, 1_000_000);
@@ -77,8 +89,12 @@ public final class MetricsLayout {
     static final int COMPRESSED = CACHE_BYTES_RELEASED + 1;
     /** WebTransport datagrams dropped because the application had not received the ones before them. */
     static final int WEBTRANSPORT_DATAGRAMS_DROPPED = COMPRESSED + 1;
+    /** Operations on --shared-store that failed or timed out, by {@link #STORE_OPERATIONS}. */
+    static final int STORE_ERRORS = WEBTRANSPORT_DATAGRAMS_DROPPED + 1;
+    static final int STORE_ROUND_TRIP_BUCKETS = STORE_ERRORS + STORE_OPERATION_CELLS;
+    static final int STORE_ROUND_TRIP_SUM_NANOS = STORE_ROUND_TRIP_BUCKETS + STORE_ROUND_TRIP_BOUNDS.length + 1;
     // Written by the Python thread(s) rather than the I/O thread: a cache line of their own.
-    static final int PYTHON_WAIT_BUCKETS = lineAfter(WEBTRANSPORT_DATAGRAMS_DROPPED);
+    static final int PYTHON_WAIT_BUCKETS = lineAfter(STORE_ROUND_TRIP_SUM_NANOS);
     static final int PYTHON_WAIT_SUM_NANOS = PYTHON_WAIT_BUCKETS + PYTHON_WAIT_BOUNDS.length + 1;
     /** The worker (position, numbered from 1) the slot's process serves as; 0 while the slot was never assigned. */
     static final int WORKER_ID = lineAfter(PYTHON_WAIT_SUM_NANOS);

@@ -133,6 +133,19 @@ public final class RequestMetrics {
         add(WEBTRANSPORT_DATAGRAMS_DROPPED, 1);
     }
 
+    /** An operation of --shared-store ({@link MetricsLayout#STORE_CONNECT} and the like) failed or timed out. */
+    public void storeFailed(int operation) {
+        if (segment == null) return;
+        add(STORE_ERRORS + operation, 1);
+    }
+
+    /** --shared-store answered a command {@code nanos} after it was sent. */
+    public void storeAnswered(long nanos) {
+        if (segment == null) return;
+        add(STORE_ROUND_TRIP_BUCKETS + bucketIndex(STORE_ROUND_TRIP_BOUNDS, nanos), 1);
+        add(STORE_ROUND_TRIP_SUM_NANOS, nanos);
+    }
+
     /** The Python thread starts a request that was ready for it at {@code readyNanos} (from {@link #clock}). */
     public void pythonStarted(long readyNanos) {
         if (segment == null) return;
