@@ -28,9 +28,10 @@ import java.util.concurrent.TimeUnit;
  *       through as many of them as the budget allows, in order.</li>
  *   <li>A lease: a client with much of its budget left is charged, in the same command, for up to
  *       {@value #MAX_LEASE} more requests (an eighth of what it has left at most), which this worker
- *       then lets through without asking, for {@value #LEASE_MILLIS} ms. What a client has not used of
- *       a lease by then is lost to it: at most an eighth of a budget it was far from spending. A
- *       client near its limit gets no lease, so the limit itself is exact across replicas.</li>
+ *       then lets through without asking, for {@value #LEASE_MILLIS} ms; once half of it is spent, the
+ *       next is asked for meanwhile, so that a fast client does not wait for the store. What a client
+ *       has not used of a lease by then is lost to it: at most an eighth of a budget it was far from
+ *       spending. A client near its limit gets no lease, so the limit itself is exact across replicas.</li>
  * </ul>
  *
  * <p>The clock is the store's ({@code TIME}), in microseconds: the replicas' own clocks never meet. A
@@ -99,21 +100,28 @@ final class StoreBudget {
                 charge(key, fresh, List.of(outcome));
                 return outcome;
             }
+            boolean fromLease, refill = false;
             synchronized (client) {
                 if (client.forgotten) continue;
-                if (client.leased > 0 && System.nanoTime() - client.leaseEnds < 0) {
+                fromLease = client.leased > 0 && System.nanoTime() - client.leaseEnds < 0;
+                if (fromLease) {
                     client.leased--;
-                    outcome.complete(0L);
-                    return outcome;
-                }
-                if (client.asking) {
+                    // Half the lease spent: the next is asked for now, so that the client never waits for it.
+                    refill = !client.asking && client.leased < MAX_LEASE / 2;
+                } else if (client.asking) {
                     client.waiting.add(outcome);
                     return outcome;
+                } else {
+                    client.leased = 0;
                 }
-                client.asking = true;
-                client.leased = 0;
+                if (refill || !fromLease) client.asking = true;
             }
-            charge(key, client, List.of(outcome));
+            if (fromLease) {
+                outcome.complete(0L);
+                if (refill) charge(key, client, List.of());
+            } else {
+                charge(key, client, List.of(outcome));
+            }
             return outcome;
         }
     }
@@ -136,7 +144,8 @@ final class StoreBudget {
         }
         List<CompletableFuture<Long>> next;
         synchronized (client) {
-            client.leased = (int) lease;
+            // Added to what is left of the last lease, whose successor is asked for before it runs out.
+            client.leased = (int) Math.min(Integer.MAX_VALUE, client.leased + lease);
             client.leaseEnds = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LEASE_MILLIS);
             next = client.waiting;
             client.waiting = new ArrayList<>();
