@@ -20,18 +20,16 @@ import uuid
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port, poll, run_cli
 from test_compress import decode
-from test_shared_store import STORE_TESTS, RedisFactory
+from test_shared_store import ERRORS, STORE_TESTS, RedisFactory, metric
 
 pytestmark = STORE_TESTS
 
 TARGET = "cache_app:app"
 HOST = "app.example"
 CHANNEL = b"peregrine:ci"
-ERRORS = "peregrine_shared_store_errors_total"
 # The default --shared-store-timeout (50 ms) is ample for a store on loopback, but not on a test machine
 # whose two cores run other suites too: a lookup or store that times out is not shared, which is the
 # designed fallback, not what these tests are about. A killed store is refused at once whatever it is.
@@ -123,16 +121,6 @@ def status(response):
 
 def is_hit(response):
     return status(response).startswith("Peregrine; hit; ttl=")
-
-
-def metric(replica, name, **labels):
-    text = httpx.get("http://127.0.0.1:%d/metrics" % replica.metrics, timeout=10).text
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 def lookup_errors(replica):
