@@ -151,11 +151,6 @@ public final class SharedStore implements AutoCloseable {
         return store;
     }
 
-    /** The store's address for logs, without credentials. */
-    public String address() {
-        return settings.address();
-    }
-
     /**
      * Runs {@code script} with {@code keys} and {@code args} and completes with its result (as Lettuce
      * gives {@code type}), on the thread of the store's connection. Completes exceptionally when the store
@@ -252,7 +247,7 @@ public final class SharedStore implements AutoCloseable {
             made.setAutoFlushCommands(false);
             connection = made;
             if (failing.getAndSet(false)) {
-                LOG.infof("The shared store at %s answers again: the %s is shared once more", settings.address(), shared);
+                logAnswersAgain();
             } else {
                 LOG.infof("The shared store at %s answers: this worker shares its %s through it", settings.address(), shared);
             }
@@ -306,9 +301,11 @@ public final class SharedStore implements AutoCloseable {
     }
 
     private void answered() {
-        if (failing.get() && failing.compareAndSet(true, false)) {
-            LOG.infof("The shared store at %s answers again: the %s is shared once more", settings.address(), shared);
-        }
+        if (failing.get() && failing.compareAndSet(true, false)) logAnswersAgain();
+    }
+
+    private void logAnswersAgain() {
+        LOG.infof("The shared store at %s answers again: the %s is shared once more", settings.address(), shared);
     }
 
     private void failed(int operation, Throwable cause) {
