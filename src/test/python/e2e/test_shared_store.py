@@ -605,3 +605,42 @@ def test_a_ca_with_plain_redis_or_a_missing_ca_file_exits_2_naming_it(tmp_path):
              (["--shared-store", "rediss://:s3cretPw@127.0.0.1:6379", "--shared-store-ca", tmp_path / "missing.pem"], None)]
     failures = exits_2_with_one_line(cases, ("--shared-store-ca",))
     assert not failures, failures
+
+
+# ---------------------------------------------------------------------------
+# WebSocket handshakes
+
+
+def websocket_handshake(port, path="/echo"):
+    """The status of an HTTP/1.1 WebSocket handshake on a connection of its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            assert chunk, "closed before a status line"
+            head += chunk
+        return int(head.split(b" ", 2)[1])
+
+
+def test_websocket_handshakes_over_http11_and_http2_spend_the_shared_budget(start_server, redis_factory):
+    """A handshake is charged in the store like a request: the budget a client spent with WebSocket
+    handshakes on one replica (over HTTP/2's extended CONNECT, then HTTP/1.1) is spent on the other too."""
+    from test_websocket_h2 import H2WebSockets
+    store = redis_factory()
+    url = "redis://127.0.0.1:%d" % store.port
+    first, second = (start_server("raw_ws:app", "--rate-limit", "1/m", "--rate-limit-burst", "2", "--shared-store", url,
+                                  "--shared-store-timeout", STORE_TIMEOUT_MS, "--access-log") for _ in range(2))
+    with H2WebSockets(first.port) as c:
+        c.accepted("/echo")
+    assert websocket_handshake(second.port) == 101, second.output()[-3000:]
+    # Both handshakes were charged in the store, not in either host's table: the third, on either replica, is refused.
+    assert store.command("KEYS", PREFIX + b"*"), "no budget in the store"
+    assert websocket_handshake(first.port, "/echo?third") == 429
+    with H2WebSockets(second.port) as c:
+        refused = c.open("/echo?fourth")
+        c.wait_for(lambda: refused.ended, "the 429")
+        assert refused.status == 429 and "retry-after" in refused.headers
+    assert first.wait_for_output('"GET /echo?third HTTP/1.1" 429', timeout=5), first.output()[-2000:]
+    assert second.wait_for_output('"CONNECT /echo?fourth HTTP/2" 429', timeout=5), second.output()[-2000:]

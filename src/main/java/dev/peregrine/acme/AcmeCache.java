@@ -1,17 +1,10 @@
 package dev.peregrine.acme;
 
-import org.bouncycastle.asn1.pkcs.PrivateKeyInfo;
-import org.bouncycastle.cert.X509CertificateHolder;
-import org.bouncycastle.cert.jcajce.JcaX509CertificateConverter;
-import org.bouncycastle.openssl.PEMKeyPair;
-import org.bouncycastle.openssl.PEMParser;
-import org.bouncycastle.openssl.jcajce.JcaPEMKeyConverter;
-import org.bouncycastle.openssl.jcajce.JcaPEMWriter;
+import org.jboss.logging.Logger;
 import org.shredzone.acme4j.util.KeyPairUtils;
 
 import java.io.IOException;
 import java.io.Reader;
-import java.io.StringReader;
 import java.io.StringWriter;
 import java.net.URI;
 import java.net.URL;
@@ -21,16 +14,16 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.security.GeneralSecurityException;
 import java.security.KeyPair;
-import java.security.PrivateKey;
-import java.security.cert.X509Certificate;
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledExecutorService;
 
 /**
- * The cache directory, shared by every worker and by every server mounting the same volume:
+ * The --acme-cache directory, shared by every worker and by every server mounting the same volume:
  * <pre>
  *   account.key          the ACME account's key pair
  *   account.url          the account's URL at the CA, so that it is not registered again
@@ -42,45 +35,40 @@ import java.util.List;
  * Every file is written to a temporary file of mode 0600 then renamed over the old one, so that a reader
  * sees the old content or the new, never half of it, and a crash leaves no truncated key.
  */
-final class AcmeCache {
+final class AcmeCache implements AcmeStorage {
+    private static final Logger LOG = Logger.getLogger("peregrine");
+
     private final Path directory;
+    private final Map<String, Challenge> challenges = new ConcurrentHashMap<>();
 
     AcmeCache(Path directory) {
         this.directory = directory;
-    }
-
-    Path directory() {
-        return directory;
     }
 
     void create() throws IOException {
         Files.createDirectories(directory.resolve("challenges"), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
     }
 
-    Path certificateFile(String name) {
+    private Path certificateFile(String name) {
         return directory.resolve(name + ".pem");
     }
 
-    Path challengeFile(String name) {
+    private Path challengeFile(String name) {
         return directory.resolve("challenges").resolve(name + ".pem");
     }
 
-    Path lockFile(String name) {
-        return directory.resolve(name + ".lock");
-    }
-
-    Path backoffFile(String name) {
+    private Path backoffFile(String name) {
         return directory.resolve(name + ".backoff");
     }
 
-    /** The account key, created and saved on the first call ever. */
-    KeyPair accountKey() throws IOException {
+    @Override
+    public KeyPair accountKey() throws IOException {
         Path file = directory.resolve("account.key");
         if (Files.exists(file)) {
             try (Reader reader = Files.newBufferedReader(file, StandardCharsets.US_ASCII)) {
                 return KeyPairUtils.readKeyPair(reader);
             } catch (IOException | RuntimeException e) {
-                throw new CorruptFile(file, e);
+                throw new CertifiedKey.Corrupt(file.toString(), e);
             }
         }
         KeyPair key = KeyPairUtils.createECKeyPair("secp256r1");
@@ -90,53 +78,106 @@ final class AcmeCache {
         return key;
     }
 
-    /** Null before the account is registered. */
-    URL accountUrl() throws IOException {
+    @Override
+    public URL accountUrl() throws IOException {
         Path file = directory.resolve("account.url");
         if (!Files.exists(file)) return null;
         try {
             return URI.create(Files.readString(file).trim()).toURL();
         } catch (IllegalArgumentException e) {
-            throw new CorruptFile(file, e);
+            throw new CertifiedKey.Corrupt(file.toString(), e);
         }
     }
 
-    void saveAccountUrl(URL url) throws IOException {
+    @Override
+    public void saveAccountUrl(URL url) throws IOException {
         write(directory.resolve("account.url"), url + "\n");
+    }
+
+    /** The file's modification time. */
+    @Override
+    public Object certificateVersion(String name) throws IOException {
+        try {
+            return Files.getLastModifiedTime(certificateFile(name));
+        } catch (NoSuchFileException e) {
+            return null;
+        }
+    }
+
+    @Override
+    public CertifiedKey certificate(String name, Object version) throws IOException {
+        return read(certificateFile(name));
+    }
+
+    @Override
+    public void saveCertificate(String name, CertifiedKey certified) throws IOException {
+        write(certificateFile(name), certified);
+    }
+
+    @Override
+    public Backoff backoff(String name) {
+        try {
+            return Backoff.parse(Files.readString(backoffFile(name)));
+        } catch (IOException e) {
+            return Backoff.NONE;
+        }
+    }
+
+    @Override
+    public void saveBackoff(String name, Backoff backoff) throws IOException {
+        write(backoffFile(name), backoff.format());
+    }
+
+    @Override
+    public void clearBackoff(String name) throws IOException {
+        Files.deleteIfExists(backoffFile(name));
+    }
+
+    @Override
+    public Lock tryLock(String name, ScheduledExecutorService scheduler) throws IOException {
+        return OrderLock.tryAcquire(directory.resolve(name + ".lock"), scheduler);
+    }
+
+    @Override
+    public void saveChallenge(String name, CertifiedKey validation) throws IOException {
+        write(challengeFile(name), validation);
+    }
+
+    @Override
+    public void deleteChallenge(String name) throws IOException {
+        Files.deleteIfExists(challengeFile(name));
+    }
+
+    /** A small local file, read on the I/O thread, and parsed again only when it changes. */
+    @Override
+    public CompletableFuture<CertifiedKey> challenge(String name) {
+        Path file = challengeFile(name);
+        try {
+            FileTime stamp = Files.getLastModifiedTime(file);
+            Challenge known = challenges.get(name);
+            if (known != null && known.stamp().equals(stamp)) return CompletableFuture.completedFuture(known.certified());
+            CertifiedKey certified = read(file);
+            if (certified != null) challenges.put(name, new Challenge(stamp, certified));
+            return CompletableFuture.completedFuture(certified);
+        } catch (NoSuchFileException e) {
+            challenges.remove(name);
+        } catch (IOException e) {
+            LOG.warnf("ACME: cannot use the tls-alpn-01 certificate: %s", e.getMessage());
+        }
+        return CompletableFuture.completedFuture(null);
     }
 
     /** The key and chain in {@code file}, or null when there is no such file. */
     static CertifiedKey read(Path file) throws IOException {
-        String pem;
         try {
-            pem = Files.readString(file, StandardCharsets.US_ASCII);
+            return CertifiedKey.fromPem(Files.readString(file, StandardCharsets.US_ASCII), file.toString());
         } catch (NoSuchFileException e) {
             return null;
         }
-        PrivateKey key = null;
-        List<X509Certificate> chain = new ArrayList<>();
-        try (PEMParser parser = new PEMParser(new StringReader(pem))) {
-            JcaPEMKeyConverter keys = new JcaPEMKeyConverter();
-            JcaX509CertificateConverter certificates = new JcaX509CertificateConverter();
-            for (Object object = parser.readObject(); object != null; object = parser.readObject()) {
-                if (object instanceof PEMKeyPair pair) key = keys.getKeyPair(pair).getPrivate();
-                else if (object instanceof PrivateKeyInfo info) key = keys.getPrivateKey(info);
-                else if (object instanceof X509CertificateHolder holder) chain.add(certificates.getCertificate(holder));
-            }
-        } catch (IOException | GeneralSecurityException | RuntimeException e) {
-            throw new CorruptFile(file, e);
-        }
-        if (key == null || chain.isEmpty()) throw new CorruptFile(file, new IOException(key == null ? "no private key" : "no certificate"));
-        return new CertifiedKey(chain.toArray(X509Certificate[]::new), key);
     }
 
     static void write(Path file, CertifiedKey certified) throws IOException {
-        StringWriter pem = new StringWriter();
-        try (JcaPEMWriter writer = new JcaPEMWriter(pem)) {
-            writer.writeObject(certified.key());
-            for (X509Certificate certificate : certified.chain()) writer.writeObject(certificate);
-        }
-        write(file, pem.toString());
+        write(file, certified.toPem());
     }
 
     static void write(Path file, String content) throws IOException {
@@ -154,10 +195,5 @@ final class AcmeCache {
         }
     }
 
-    /** A cache file that exists but cannot be used; the message names it. */
-    static final class CorruptFile extends IOException {
-        CorruptFile(Path file, Exception cause) {
-            super(file + " is corrupt (" + (cause.getMessage() != null ? cause.getMessage() : cause.getClass().getSimpleName()) + ")", cause);
-        }
-    }
+    private record Challenge(FileTime stamp, CertifiedKey certified) {}
 }

@@ -29,7 +29,6 @@ import java.io.InputStream;
 import java.net.URL;
 import java.net.http.HttpClient;
 import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.security.KeyPair;
 import java.security.KeyStore;
@@ -47,16 +46,16 @@ final class AcmeClient {
     private static final Duration WAIT = Duration.ofMinutes(3);
 
     private final AcmeSettings settings;
-    private final AcmeCache cache;
+    private final AcmeStorage storage;
     private Login login;
 
-    AcmeClient(AcmeSettings settings, AcmeCache cache) {
+    AcmeClient(AcmeSettings settings, AcmeStorage storage) {
         this.settings = settings;
-        this.cache = cache;
+        this.storage = storage;
     }
 
     /**
-     * Orders a certificate for {@code name}; the tls-alpn-01 certificate is in the cache while the CA
+     * Orders a certificate for {@code name}; the tls-alpn-01 certificate is in the storage while the CA
      * validates. {@code replacing}, the certificate in use (or null), is named in the order when the CA
      * offers renewal information (RFC 9773 5), so that the CA can exempt the renewal from its rate limits.
      */
@@ -127,8 +126,7 @@ final class AcmeClient {
         // RSA: acme4j 3.5 signs the validation certificate with SHA256withRSA whatever the key.
         KeyPair challengeKey = KeyPairUtils.createKeyPair(2048);
         X509Certificate validation = challenge.createCertificate(challengeKey, authorization.getIdentifier());
-        Path file = cache.challengeFile(name);
-        AcmeCache.write(file, new CertifiedKey(new X509Certificate[] {validation}, challengeKey.getPrivate()));
+        storage.saveChallenge(name, new CertifiedKey(new X509Certificate[] {validation}, challengeKey.getPrivate()));
         try {
             LOG.infof("ACME: answering tls-alpn-01 for %s, asking the CA to validate", name);
             challenge.trigger();
@@ -138,7 +136,12 @@ final class AcmeClient {
             }
             LOG.infof("ACME: %s validated", name);
         } finally {
-            Files.deleteIfExists(file);
+            try {
+                storage.deleteChallenge(name);
+            } catch (IOException e) {
+                // It expires by itself; the order's own outcome is what matters.
+                LOG.debugf("ACME: cannot remove the tls-alpn-01 certificate of %s: %s", name, e.getMessage());
+            }
         }
     }
 
@@ -146,15 +149,15 @@ final class AcmeClient {
     private Login login() throws IOException, AcmeException {
         if (login != null) return login;
         Session session = new Session(settings.directory(), new Provider(trust()));
-        KeyPair key = cache.accountKey();
-        URL account = cache.accountUrl();
+        KeyPair key = storage.accountKey();
+        URL account = storage.accountUrl();
         if (account != null) {
             login = session.login(account, key);
         } else {
             AccountBuilder builder = new AccountBuilder().agreeToTermsOfService().useKeyPair(key);
             if (settings.email() != null) builder.addEmail(settings.email());
             login = builder.createLogin(session);
-            cache.saveAccountUrl(login.getAccountLocation());
+            storage.saveAccountUrl(login.getAccountLocation());
             LOG.infof("ACME: account registered at %s (%s)", settings.directory(), login.getAccountLocation());
         }
         return login;

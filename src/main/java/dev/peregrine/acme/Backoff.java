@@ -1,14 +1,10 @@
 package dev.peregrine.acme;
 
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 
 /**
- * Failed orders for a name, kept in the cache directory so that a restart (or a crash loop) does not
+ * Failed orders for a name, kept in the {@link AcmeStorage} so that a restart (or a crash loop) does not
  * start over at once and run into the CA's rate limits: the delay doubles with each failure in a row,
  * from {@link #FIRST} up to {@link #LONGEST}.
  */
@@ -17,16 +13,19 @@ record Backoff(int failures, Instant next) {
     static final Duration LONGEST = Duration.ofHours(12);
     static final Backoff NONE = new Backoff(0, Instant.EPOCH);
 
-    static Backoff read(Path file) {
+    /** What {@link #format} wrote; a damaged text costs one early retry at worst. */
+    static Backoff parse(String text) {
         try {
-            String[] fields = Files.readString(file).trim().split("\\s+");
+            String[] fields = text.trim().split("\\s+");
             return new Backoff(Integer.parseInt(fields[0]), Instant.ofEpochSecond(Long.parseLong(fields[1])));
-        } catch (NoSuchFileException e) {
-            return NONE;
-        } catch (IOException | RuntimeException e) {
-            // A damaged backoff file costs one early retry at worst.
+        } catch (RuntimeException e) {
             return NONE;
         }
+    }
+
+    /** The later of the two: what this process knows and what the storage says. */
+    Backoff orLater(Backoff other) {
+        return other.next.isAfter(next) ? other : this;
     }
 
     Backoff failedAgain(Instant now) {
@@ -36,7 +35,7 @@ record Backoff(int failures, Instant next) {
         return new Backoff(failures, now.plus(delay));
     }
 
-    void write(Path file) throws IOException {
-        AcmeCache.write(file, failures + " " + next.getEpochSecond() + "\n");
+    String format() {
+        return failures + " " + next.getEpochSecond() + "\n";
     }
 }

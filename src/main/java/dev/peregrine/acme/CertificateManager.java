@@ -2,16 +2,12 @@ package dev.peregrine.acme;
 
 import dev.peregrine.config.AcmeSettings;
 import dev.peregrine.config.ConfigException;
-import dev.peregrine.ops.metrics.AcmeOrders;
-import dev.peregrine.ops.metrics.CertificateExpiry;
+import dev.peregrine.ops.metrics.AcmeMetrics;
+import dev.peregrine.store.SharedStore;
 import org.bouncycastle.jce.provider.BouncyCastleProvider;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
-import java.nio.file.attribute.FileTime;
 import java.security.Security;
 import java.time.Duration;
 import java.time.Instant;
@@ -19,19 +15,20 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The certificates of --acme-domain, kept in the cache directory and in memory. Each process (each
- * worker) runs one: it serves what the cache holds, looks at the cache every {@link #POLL} for a
- * certificate another process stored, and orders one itself when a name has none that is valid or
- * its renewal time has come (the CA's renewal window, RFC 9773, else when a third of the lifetime
- * remains), unless another process holds the name's {@link OrderLock} or the
- * name's {@link Backoff} says to wait. Orders run on the manager's own thread, never an I/O thread.
+ * The certificates of --acme-domain, kept in an {@link AcmeStorage} (the --acme-cache directory, or
+ * --shared-store) and in memory. Each process (each worker) runs one: it serves what the storage holds,
+ * looks at the storage every {@link #POLL} for a certificate another process stored, and orders one
+ * itself when a name has none that is valid or its renewal time has come (the CA's renewal window,
+ * RFC 9773, else when a third of the lifetime remains), unless another process holds the name's order
+ * lock or the name's {@link Backoff} says to wait. Orders run on the manager's own thread, never an I/O
+ * thread.
  */
 public final class CertificateManager {
     /** The ALPN protocol of tls-alpn-01 (RFC 8737); a handshake that offers it is a validation, never a request. */
@@ -40,39 +37,36 @@ public final class CertificateManager {
     private static final Duration POLL = Duration.ofSeconds(2);
 
     private final AcmeSettings settings;
-    private final AcmeCache cache;
-    private final AcmeClient client;
+    /** Null until {@link #keepIn} when the storage is --shared-store, whose connection the worker makes later. */
+    private volatile AcmeStorage storage;
+    private AcmeClient client;
     private final Map<String, Domain> domains = new LinkedHashMap<>();
-    private final Map<String, Challenge> challenges = new ConcurrentHashMap<>();
     private ScheduledExecutorService scheduler;
 
-    private CertificateManager(AcmeSettings settings) {
+    private CertificateManager(AcmeSettings settings, AcmeStorage storage) {
         this.settings = settings;
-        this.cache = new AcmeCache(settings.cache());
-        this.client = new AcmeClient(settings, cache);
+        this.storage = storage;
         for (String name : settings.domains()) domains.put(name, new Domain(name));
     }
 
-    /** Creates the cache directory if needed and reads the certificates it holds; nothing is ordered yet. */
-    public static CertificateManager open(AcmeSettings settings) {
+    /**
+     * Without a shared store, creates the cache directory if needed and reads the certificates it holds,
+     * so that a worker serves them from its first handshake; with one, reads nothing before {@link #keepIn}.
+     * Nothing is ordered yet.
+     */
+    public static CertificateManager open(AcmeSettings settings, boolean sharedStore) {
         // acme4j signs CSRs and the tls-alpn-01 certificate through Bouncy Castle's provider, by name.
         if (Security.getProvider(BouncyCastleProvider.PROVIDER_NAME) == null) Security.addProvider(new BouncyCastleProvider());
-        CertificateManager manager = new CertificateManager(settings);
+        AcmeMetrics.register(settings.domains());
+        if (sharedStore) return new CertificateManager(settings, null);
+        AcmeCache cache = new AcmeCache(settings.cache());
         try {
-            manager.cache.create();
+            cache.create();
         } catch (IOException e) {
             throw new ConfigException("option '--acme-cache': cannot create " + settings.cache() + " (" + e.getMessage() + ")");
         }
-        AcmeOrders.register(settings.domains());
-        for (Domain domain : manager.domains.values()) {
-            manager.refresh(domain);
-            // Read through refresh: a supervisor runs no manager thread, yet its scrapes see renewed certificates.
-            CertificateExpiry.register(domain.name, () -> {
-                manager.refresh(domain);
-                CertifiedKey current = domain.current;
-                return current == null ? Double.NaN : current.notAfter().getEpochSecond();
-            });
-        }
+        CertificateManager manager = new CertificateManager(settings, cache);
+        for (Domain domain : manager.domains.values()) manager.refresh(domain);
         return manager;
     }
 
@@ -91,29 +85,25 @@ public final class CertificateManager {
     }
 
     /**
-     * The tls-alpn-01 certificate of a pending authorization for {@code name}, or null when none is
-     * pending. Read from the cache directory, where the process that placed the order wrote it: the
-     * CA's connection lands on any worker. A small local file, read on the I/O thread only for
-     * handshakes that offer acme-tls/1, and parsed again only when it changes.
+     * The tls-alpn-01 certificate of a pending authorization for {@code name}, completing with null when
+     * none is pending. Read from the storage, where the process that placed the order put it: the CA's
+     * connection lands on any worker of any replica. Asked on the I/O thread, only for handshakes that
+     * offer acme-tls/1.
      */
-    public CertifiedKey challenge(String name) {
-        if (!domains.containsKey(name)) return null;
-        Path file = cache.challengeFile(name);
-        try {
-            FileTime stamp = Files.getLastModifiedTime(file);
-            Challenge known = challenges.get(name);
-            if (known != null && known.stamp().equals(stamp)) return known.certified();
-            CertifiedKey certified = AcmeCache.read(file);
-            if (certified == null) return null;
-            challenges.put(name, new Challenge(stamp, certified));
-            return certified;
-        } catch (NoSuchFileException e) {
-            challenges.remove(name);
-            return null;
-        } catch (IOException e) {
-            LOG.warnf("ACME: cannot use the tls-alpn-01 certificate: %s", e.getMessage());
-            return null;
-        }
+    public CompletableFuture<CertifiedKey> challenge(String name) {
+        AcmeStorage from = storage;
+        if (!domains.containsKey(name) || from == null) return CompletableFuture.completedFuture(null);
+        return from.challenge(name);
+    }
+
+    /**
+     * With --shared-store: keeps the certificates in {@code store}, the worker's connection to it, and
+     * reads those it holds now, from the calling thread, before the worker listens: a new replica
+     * serves them from its first handshake.
+     */
+    public void keepIn(SharedStore store) {
+        storage = new StoreAcmeStorage(store, settings.directory());
+        for (Domain domain : domains.values()) refresh(domain);
     }
 
     /** Starts looking after the certificates, on a thread of its own; in a worker, not in a supervisor. */
@@ -123,7 +113,9 @@ public final class CertificateManager {
             thread.setDaemon(true);
             return thread;
         });
+        client = new AcmeClient(settings, storage);
         for (Domain domain : domains.values()) {
+            AcmeMetrics.serving(domain.name, domain.current == null ? null : domain.current.notAfter());
             if (domain.current != null) {
                 LOG.infof("ACME: serving the cached certificate for %s (serial %s, valid until %s, renewal from %s)",
                         domain.name, domain.current.serial(), domain.current.notAfter(), domain.renewAt);
@@ -132,10 +124,10 @@ public final class CertificateManager {
         scheduler.scheduleWithFixedDelay(this::checkAll, 0, POLL.toMillis(), TimeUnit.MILLISECONDS);
     }
 
-    /** SIGHUP: read the cache anew, even a file whose time stamp did not change. */
+    /** SIGHUP: read the storage anew, even a file whose time stamp did not change. */
     public void rescan() {
         synchronized (domains) {
-            for (Domain domain : domains.values()) domain.stamp = null;
+            for (Domain domain : domains.values()) domain.version = null;
         }
     }
 
@@ -155,45 +147,54 @@ public final class CertificateManager {
         // After the CA's answer, which may have set the renewal to now.
         Instant now = Instant.now();
         if (domain.current != null && now.isBefore(domain.renewAt)) return;
-        Backoff backoff = Backoff.read(cache.backoffFile(domain.name));
+        // This process's own record too: a store that failed may have lost or never taken the stored one.
+        Backoff backoff = storage.backoff(domain.name).orLater(domain.backoff);
         if (now.isBefore(backoff.next())) return;
-        OrderLock lock;
+        AcmeStorage.Lock lock;
         try {
-            lock = OrderLock.tryAcquire(cache.lockFile(domain.name), scheduler);
+            lock = storage.tryLock(domain.name, scheduler);
         } catch (IOException e) {
-            LOG.warnf("ACME: cannot lock %s: %s", cache.lockFile(domain.name), e.getMessage());
+            failedToLock(domain, "take", e);
             return;
         }
-        if (lock == null) return; // Another process orders; its certificate shows up in the cache.
+        if (lock == null) return; // Another process orders; its certificate shows up in the storage.
         try (lock) {
             // Another process may have stored a certificate between our look and the lock.
             refresh(domain);
             if (domain.current != null && Instant.now().isBefore(domain.renewAt)) return;
             order(domain, backoff);
         } catch (IOException e) {
-            LOG.warnf("ACME: cannot release %s: %s", cache.lockFile(domain.name), e.getMessage());
+            failedToLock(domain, "release", e);
         }
+    }
+
+    /** A store that fails is reported by the store itself, at most once a minute: not again at each poll. */
+    private static void failedToLock(Domain domain, String what, IOException e) {
+        if (e instanceof StoreAcmeStorage.Unavailable) LOG.debugf("ACME: cannot %s the order lock of %s: %s", what, domain.name, e.getMessage());
+        else LOG.warnf("ACME: cannot %s the order lock of %s: %s", what, domain.name, e.getMessage());
     }
 
     private void order(Domain domain, Backoff backoff) {
         LOG.infof("ACME: %s a certificate for %s from %s", domain.current == null ? "ordering" : "renewing", domain.name, settings.directory());
         try {
             CertifiedKey certified = client.order(domain.name, domain.current);
-            AcmeCache.write(cache.certificateFile(domain.name), certified);
-            Files.deleteIfExists(cache.backoffFile(domain.name));
+            storage.saveCertificate(domain.name, certified);
+            domain.backoff = Backoff.NONE;
+            storage.clearBackoff(domain.name);
             refresh(domain);
-            AcmeOrders.count(domain.name, true);
+            AcmeMetrics.count(domain.name, true);
             LOG.infof("ACME: certificate for %s issued (serial %s, valid until %s), serving it from now on",
                     domain.name, certified.serial(), certified.notAfter());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } catch (Exception e) { // AcmeException (the CA's refusal, or the CA unreachable) or IOException (the cache)
-            AcmeOrders.count(domain.name, false);
+        } catch (Exception e) { // AcmeException (the CA's refusal, or the CA unreachable) or IOException (the storage)
+            AcmeMetrics.count(domain.name, false);
             Backoff next = backoff.failedAgain(Instant.now());
+            domain.backoff = next;
             try {
-                next.write(cache.backoffFile(domain.name));
+                storage.saveBackoff(domain.name, next);
             } catch (IOException written) {
-                LOG.warnf("ACME: cannot write %s: %s", cache.backoffFile(domain.name), written.getMessage());
+                LOG.warnf("ACME: cannot keep the back-off of %s: %s", domain.name, written.getMessage());
             }
             LOG.warnf("ACME: could not obtain a certificate for %s (failure %d in a row): %s; next attempt at %s",
                     domain.name, next.failures(), AcmeClient.describe(e), next.next());
@@ -244,23 +245,28 @@ public final class CertificateManager {
         }
     }
 
-    /** Takes the cache's certificate for {@code domain} when its file changed; a corrupt file is reported once. */
+    /**
+     * Takes the storage's certificate for {@code domain} when it changed; a corrupt one is reported once.
+     * When the storage has none while this process serves a valid one, it is given back to the storage.
+     */
     private void refresh(Domain domain) {
         synchronized (domains) {
-            Path file = cache.certificateFile(domain.name);
-            FileTime stamp;
+            Object version;
             try {
-                stamp = Files.getLastModifiedTime(file);
+                version = storage.certificateVersion(domain.name);
+                if (version == null && domain.current != null && domain.current.notAfter().isAfter(Instant.now())) {
+                    storage.lost(domain.name, domain.current);
+                }
             } catch (IOException e) {
-                return; // None yet, or not readable: what is in memory stays.
+                return; // Not readable now: what is in memory stays.
             }
-            if (stamp.equals(domain.stamp)) return;
-            domain.stamp = stamp;
+            if (version == null || version.equals(domain.version)) return;
+            domain.version = version;
             try {
-                CertifiedKey certified = AcmeCache.read(file);
+                CertifiedKey certified = storage.certificate(domain.name, version);
                 if (certified == null) return;
                 if (!certified.notAfter().isAfter(Instant.now())) {
-                    LOG.infof("ACME: the cached certificate for %s expired at %s", domain.name, certified.notAfter());
+                    LOG.infof("ACME: the stored certificate for %s expired at %s", domain.name, certified.notAfter());
                     return;
                 }
                 boolean renewed = domain.current != null;
@@ -269,6 +275,7 @@ public final class CertificateManager {
                 domain.askRenewalInfoAt = Instant.EPOCH;
                 domain.renewalInfoFailures = 0;
                 domain.advice = null;
+                AcmeMetrics.serving(domain.name, certified.notAfter());
                 if (renewed) LOG.infof("ACME: new certificate for %s (serial %s) in use for new connections", domain.name, certified.serial());
             } catch (IOException e) {
                 // What is in memory (if anything) stays in use until the new certificate arrives.
@@ -297,13 +304,13 @@ public final class CertificateManager {
         int renewalInfoFailures;
         /** The CA's last answer for the current certificate, or null. */
         RenewalAdvice advice;
-        /** The time stamp of the cache file last read, or null to read it again. */
-        FileTime stamp;
+        /** What the storage held when last read ({@link AcmeStorage#certificateVersion}), or null to read it again. */
+        Object version;
+        /** The last failed order's back-off as this process knows it, whatever the storage kept. */
+        Backoff backoff = Backoff.NONE;
 
         Domain(String name) {
             this.name = name;
         }
     }
-
-    private record Challenge(FileTime stamp, CertifiedKey certified) {}
 }

@@ -20,7 +20,7 @@ import java.util.concurrent.TimeUnit;
  * is taken over. A file rather than {@code FileChannel.lock}: POSIX locks are per process, unreliable
  * on network volumes, and cannot tell a stuck holder from a live one.
  */
-final class OrderLock implements AutoCloseable {
+final class OrderLock implements AcmeStorage.Lock {
     static final Duration HEARTBEAT = Duration.ofSeconds(5);
     static final Duration STALE = Duration.ofSeconds(30);
 

@@ -75,8 +75,8 @@ public final class CommandLineSettings {
             if (c.sharedStoreCa != null) throw new ConfigException("option '--shared-store-ca' needs --shared-store");
             return null;
         }
-        if (c.rateLimit == null && c.cacheSize == null) {
-            throw new ConfigException("option '--shared-store' needs --rate-limit or --cache-size: nothing else goes through it");
+        if (c.rateLimit == null && c.cacheSize == null && c.acmeDomain.isEmpty()) {
+            throw new ConfigException("option '--shared-store' needs --rate-limit, --cache-size or --acme-domain: nothing else goes through it");
         }
         SharedStoreSettings store;
         try {

@@ -2,8 +2,12 @@ package dev.peregrine.http;
 
 import dev.peregrine.ops.metrics.RequestMetrics;
 
+import io.netty.util.concurrent.EventExecutor;
+
 import java.net.InetSocketAddress;
 import java.time.Instant;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 
 /**
  * The one path every transport (HTTP/1.1, HTTP/2, HTTP/3) takes between a parsed request head and the
@@ -45,9 +49,19 @@ public final class RequestCore {
         return null;
     }
 
-    /** What a WebSocket handshake from {@code client} (after forwarding) gets instead of an upgrade; null when it may proceed. */
-    public Refusal checkUpgrade(HttpRequestHead head, InetSocketAddress client) {
-        return upgrades.check(head, client);
+    /**
+     * Decides whether a WebSocket or WebTransport handshake from {@code client} (after forwarding) may
+     * proceed, and hands {@code decided} what it gets instead of an upgrade, or null when it may: at once
+     * when the edge knows now, else later on {@code loop} (the connection's), when the answer comes back
+     * from --shared-store. A late answer may find the connection closed: {@code decided} looks first.
+     */
+    public void checkUpgrade(HttpRequestHead head, InetSocketAddress client, EventExecutor loop, Consumer<Refusal> decided) {
+        CompletableFuture<Refusal> answer = upgrades.check(head, client);
+        if (answer.isDone()) {
+            decided.accept(answer.isCompletedExceptionally() ? null : answer.join());
+            return;
+        }
+        answer.whenComplete((refusal, failure) -> loop.execute(() -> decided.accept(failure == null ? refusal : null)));
     }
 
     /** The client and scheme a WebSocket handshake is served as: the connection's, or what a trusted proxy said of them. */

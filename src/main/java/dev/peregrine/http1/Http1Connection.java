@@ -261,15 +261,17 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         waiting.busy();
         ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
         Http1Upgrade http = new Http1Upgrade(this, ctx, head, origin.client(), headStarted);
-        Refusal refusal = core.checkUpgrade(head, origin.client());
-        if (refusal != null) {
-            // Answered as a handshake the application denied: counted, and in the access log with its client.
-            http.respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            return;
-        }
-        upgrading = new WebSocketConnection(http, ctx.channel(), head,
-                head.http11() ? "1.1" : "1.0", origin.scheme(), origin.client(), settings.webSocket(), core.connections());
-        upgrading.begin(webSockets);
+        core.checkUpgrade(head, origin.client(), ctx.executor(), refusal -> {
+            if (state != State.UPGRADING) return; // closed while the answer came back from the shared store
+            if (refusal != null) {
+                // Answered as a handshake the application denied: counted, and in the access log with its client.
+                http.respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+                return;
+            }
+            upgrading = new WebSocketConnection(http, ctx.channel(), head,
+                    head.http11() ? "1.1" : "1.0", origin.scheme(), origin.client(), settings.webSocket(), core.connections());
+            upgrading.begin(webSockets);
+        });
     }
 
     /** The handshake was answered without an upgrade: the response closes the connection. */

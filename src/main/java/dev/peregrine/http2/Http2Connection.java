@@ -264,13 +264,21 @@ final class Http2Connection extends ChannelDuplexHandler {
             return;
         }
         ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
-        Refusal refusal = core.checkUpgrade(head, origin.client());
-        if (refusal != null) {
-            // Recorded as a handshake the application denied: in the access log with its client, as over HTTP/1.1.
-            writeRefusal(stream, refusal);
-            core.upgradeAnswered(head, MetricsLayout.HTTP_2, "2", origin.client(), refusal.status(), refusal.body().length, started);
-            return;
-        }
+        core.checkUpgrade(head, origin.client(), ctx.executor(), refusal -> {
+            // The stream may have been reset, or the connection closed, while the answer came back from the shared store.
+            if (!ctx.channel().isActive() || stream.state() == Http2Stream.State.CLOSED) return;
+            if (refusal != null) {
+                // Recorded as a handshake the application denied: in the access log with its client, as over HTTP/1.1.
+                writeRefusal(stream, refusal);
+                core.upgradeAnswered(head, MetricsLayout.HTTP_2, "2", origin.client(), refusal.status(), refusal.body().length, started);
+                return;
+            }
+            acceptWebSocket(stream, head, origin, started);
+        });
+    }
+
+    /** Opens the stream's WebSocket channel and hands the handshake to the application. */
+    private void acceptWebSocket(Http2FrameStream stream, RequestHead head, ForwardedHeaders.Origin origin, long started) {
         WebSocketStreamChannel channel = new WebSocketStreamChannel(ctx, stream, codec, this);
         ctx.channel().eventLoop().register(channel); // on this loop already: registered before it returns
         if (webSocketStreams == null) webSocketStreams = new IntObjectHashMap<>(4);

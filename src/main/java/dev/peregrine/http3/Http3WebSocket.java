@@ -91,11 +91,18 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         }
         ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
         client = origin.client();
-        Refusal refusal = connection.core.checkUpgrade(head, client);
-        if (refusal != null) {
-            respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            return;
-        }
+        connection.core.checkUpgrade(head, client, ctx.executor(), refusal -> {
+            if (answered || !channel.isActive()) return; // ended while the answer came back from the shared store
+            if (refusal != null) {
+                respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+                return;
+            }
+            open(origin);
+        });
+    }
+
+    /** The handshake may proceed: the application hears of it. */
+    private void open(ForwardedHeaders.Origin origin) {
         connection.webSocketOpened(channel);
         channel.closeFuture().addListener(closed -> connection.webSocketEnded(channel));
         WebSocketConnection webSocket = new WebSocketConnection(this, channel, head, "3", origin.scheme(), client,

@@ -125,15 +125,17 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
         // Past here the CONNECT is a handshake, as a WebSocket's: the rate limit applies, and its answer is logged.
         ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
         client = origin.client();
-        Refusal refusal = connection.core.checkUpgrade(head, client);
-        if (refusal != null) {
-            answer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-            return;
-        }
-        counted = true;
-        connection.connections.requestStarted();
-        application.dispatch(this);
-        ctx.read();
+        connection.core.checkUpgrade(head, client, ctx.executor(), refusal -> {
+            if (closed || answered) return; // ended while the answer came back from the shared store
+            if (refusal != null) {
+                answer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
+                return;
+            }
+            counted = true;
+            connection.connections.requestStarted();
+            application.dispatch(this);
+            ctx.read();
+        });
     }
 
     /** Answers the CONNECT with a status that refuses it, and ends the stream. */

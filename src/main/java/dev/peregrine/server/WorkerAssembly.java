@@ -207,6 +207,7 @@ public final class WorkerAssembly {
         });
         SharedStore store = sharedStore(workers, ioThreads, metrics);
         if (store != null) undo.push(store::close);
+        if (store != null && tls != null) tls.keepCertificatesIn(store);
 
         EdgeChain edge = new EdgeChain(settings.edge(), shared, store, metrics.recorder(), application);
         if (store != null) store.warmUp();
@@ -281,6 +282,7 @@ public final class WorkerAssembly {
         List<String> shared = new ArrayList<>();
         if (settings.edge().rateLimit() != null) shared.add("rate limit");
         if (settings.edge().cache() != null) shared.add("response cache");
+        if (settings.tls().acme() != null) shared.add("ACME certificates");
         if (shared.isEmpty()) return null;
         return SharedStore.open(settings.sharedStore(), String.join(" and ", shared), workers, ioThreads,
                 java.time.Duration.ofMillis(settings.sharedStore().timeoutMillis()), metrics.recorder());

@@ -5,6 +5,7 @@ import dev.peregrine.acme.CertifiedKey;
 import dev.peregrine.config.ServerSettings;
 import dev.peregrine.config.TlsSettings.CertificatePair;
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.store.SharedStore;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
@@ -23,6 +24,7 @@ import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.util.Mapping;
 import io.netty.util.concurrent.Future;
 import io.netty.util.concurrent.ImmediateEventExecutor;
+import io.netty.util.concurrent.Promise;
 import org.bouncycastle.asn1.pkcs.PrivateKeyInfo;
 import org.bouncycastle.openssl.PEMKeyPair;
 import org.bouncycastle.openssl.PEMParser;
@@ -51,6 +53,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 
 /**
@@ -75,6 +78,7 @@ public final class TlsContexts {
     private static final String PROVIDER_PROPERTY = "peregrine.tls-provider";
     /** The largest plaintext TLS record (2^14 bytes); a ClientHello comes in such records. */
     private static final int MAX_RECORD = 16 * 1024;
+    private static final CompletableFuture<CertifiedKey> NO_VALIDATION = CompletableFuture.completedFuture(null);
     private static final List<String> TLS13_SUITES = List.of("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256");
 
     private final List<CertificatePair> pairs;
@@ -112,7 +116,7 @@ public final class TlsContexts {
         List<String> alpn = settings.protocols().http2Only() ? List.of(ApplicationProtocolNames.HTTP_2)
                 : settings.protocols().http2() ? List.of(ApplicationProtocolNames.HTTP_2, ApplicationProtocolNames.HTTP_1_1)
                 : List.of(ApplicationProtocolNames.HTTP_1_1);
-        CertificateManager acme = settings.tls().acme() != null ? CertificateManager.open(settings.tls().acme()) : null;
+        CertificateManager acme = settings.tls().acme() != null ? CertificateManager.open(settings.tls().acme(), settings.sharedStore() != null) : null;
         // With pairs, the first answers clients that send no name; with ACME names only, nothing may yet.
         FallbackCertificate fallback = acme != null && settings.tls().certificates().isEmpty() ? FallbackCertificate.generate() : null;
         TlsContexts contexts = new TlsContexts(settings.tls().certificates(), settings.tls().ciphers(), alpn, settings.protocols().http3(), acme, fallback);
@@ -138,6 +142,8 @@ public final class TlsContexts {
             /** What the hello offers by ALPN; null when it offers nothing (then HTTP/1.1 is served). */
             private List<String> offered;
             private boolean refused;
+            /** The hello while an answer is awaited from the storage of tls-alpn-01 certificates: Netty's until then. */
+            private ByteBuf awaited;
 
             @Override
             protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) throws Exception {
@@ -158,13 +164,32 @@ public final class TlsContexts {
                 Future<SslContext> chosen = super.lookup(ctx, clientHello);
                 // Netty releases the hello when the lookup completes, and a refusal's never does.
                 if (refused && clientHello != null) clientHello.release();
+                else if (!chosen.isDone()) awaited = clientHello;
                 return chosen;
             }
 
             @Override
             protected Future<SslContext> lookup(ChannelHandlerContext ctx, String hostname) {
+                CompletableFuture<CertifiedKey> validation = validation(hostname, offered).exceptionally(failed -> null);
+                if (validation.isDone()) return answer(ctx, hostname, validation.getNow(null));
+                // The tls-alpn-01 certificate is in --shared-store: reads wait for it, the I/O thread does not.
+                Promise<SslContext> later = ctx.executor().newPromise();
+                validation.whenComplete((certified, error) -> ctx.executor().execute(() -> {
+                    Future<SslContext> chosen = answer(ctx, hostname, error == null ? certified : null);
+                    if (chosen.isDone()) {
+                        later.setSuccess(chosen.getNow());
+                    } else if (awaited != null) {
+                        awaited.release(); // refused: Netty's listener, which would have released it, never runs
+                        awaited = null;
+                    }
+                }));
+                return later;
+            }
+
+            /** The chosen context, or a future that never completes when the handshake is refused (with an alert, here). */
+            private Future<SslContext> answer(ChannelHandlerContext ctx, String hostname, CertifiedKey validation) {
                 try {
-                    return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offered, current));
+                    return ImmediateEventExecutor.INSTANCE.newSucceededFuture(choose(hostname, offered, current, validation));
                 } catch (NoCertificate refusal) {
                     // Answered here rather than by a failed future, on which Netty would retry with the default certificate.
                     refusals.refused(String.valueOf(hostname), "TLS handshake from " + ctx.channel().remoteAddress(), refusal.getMessage());
@@ -176,17 +201,31 @@ public final class TlsContexts {
         };
     }
 
-    /** Starts obtaining and renewing the ACME certificates (in a worker; a supervisor only checks the cache). */
+    /** The pending tls-alpn-01 certificate for a hello naming {@code hostname} and offering acme-tls/1; null otherwise. */
+    private CompletableFuture<CertifiedKey> validation(String hostname, List<String> offered) {
+        if (offered != null && acme != null && hostname != null && offered.contains(CertificateManager.ACME_TLS_PROTOCOL) && acme.manages(hostname)) {
+            return acme.challenge(hostname);
+        }
+        return NO_VALIDATION;
+    }
+
+    /** With --shared-store: the ACME certificates are kept in {@code store} (the worker's connection), not --acme-cache. */
+    public void keepCertificatesIn(SharedStore store) {
+        if (acme != null) acme.keepIn(store);
+    }
+
+    /** Starts obtaining and renewing the ACME certificates (in a worker; a supervisor only checks the settings). */
     public void startCertificateManagement() {
         if (acme != null) acme.start();
     }
 
-    /** The context for a ClientHello naming {@code hostname} (null without SNI) and offering {@code offered} by ALPN. */
-    private SslContext choose(String hostname, List<String> offered, Mapping<String, SslContext> pairsByName) throws NoCertificate {
-        if (offered != null && acme != null && hostname != null && offered.contains(CertificateManager.ACME_TLS_PROTOCOL) && acme.manages(hostname)) {
-            CertifiedKey validation = acme.challenge(hostname);
-            if (validation != null) return validations.contextOf(hostname, validation);
-        }
+    /**
+     * The context for a ClientHello naming {@code hostname} (null without SNI) and offering {@code offered}
+     * by ALPN; {@code validation}, when not null, is the pending tls-alpn-01 certificate it asks for.
+     */
+    private SslContext choose(String hostname, List<String> offered, Mapping<String, SslContext> pairsByName,
+                              CertifiedKey validation) throws NoCertificate {
+        if (validation != null) return validations.contextOf(hostname, validation);
         // RFC 7301 3.2. BoringSSL, through Netty, can only complete such a handshake with no protocol (which then
         // served HTTP/1.1 to a client that never asked for it, even on acme-tls/1, against RFC 8737 3).
         if (offered != null && Collections.disjoint(offered, alpn)) {

@@ -65,10 +65,10 @@ class AcmeCacheTest {
     @Test
     void aCorruptFileIsNamed() throws IOException {
         Path file = Files.writeString(dir.resolve("a.example.pem"), "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n");
-        IOException e = assertThrows(AcmeCache.CorruptFile.class, () -> AcmeCache.read(file));
+        IOException e = assertThrows(CertifiedKey.Corrupt.class, () -> AcmeCache.read(file));
         assertTrue(e.getMessage().startsWith(file + " is corrupt"), e.getMessage());
         Files.writeString(file, "");
-        assertTrue(assertThrows(AcmeCache.CorruptFile.class, () -> AcmeCache.read(file)).getMessage().contains("no private key"));
+        assertTrue(assertThrows(CertifiedKey.Corrupt.class, () -> AcmeCache.read(file)).getMessage().contains("no private key"));
     }
 
     @Test
@@ -79,7 +79,7 @@ class AcmeCacheTest {
         assertArrayEquals(first.getPublic().getEncoded(), cache.accountKey().getPublic().getEncoded());
         assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("account.key"))));
         Files.writeString(dir.resolve("account.key"), "garbage");
-        assertTrue(assertThrows(AcmeCache.CorruptFile.class, cache::accountKey).getMessage().startsWith(dir.resolve("account.key") + " is corrupt"));
+        assertTrue(assertThrows(CertifiedKey.Corrupt.class, cache::accountKey).getMessage().startsWith(dir.resolve("account.key") + " is corrupt"));
     }
 
     @Test
@@ -111,10 +111,13 @@ class AcmeCacheTest {
         Backoff many = twice;
         for (int i = 0; i < 40; i++) many = many.failedAgain(now);
         assertEquals(now.plus(Backoff.LONGEST), many.next());
-        Path file = dir.resolve("a.example.backoff");
-        twice.write(file);
-        assertEquals(twice, Backoff.read(file));
-        assertEquals(Backoff.NONE, Backoff.read(dir.resolve("missing")));
+        AcmeCache cache = new AcmeCache(dir);
+        cache.saveBackoff("a.example", twice);
+        assertEquals(twice, cache.backoff("a.example"));
+        assertEquals(Backoff.NONE, cache.backoff("missing.example"));
+        assertEquals(Backoff.NONE, Backoff.parse("garbage"));
+        assertEquals(many, twice.orLater(many));
+        assertEquals(many, many.orLater(twice));
         assertTrue(Duration.between(now, many.next()).compareTo(Duration.ofDays(1)) < 0);
     }
 }

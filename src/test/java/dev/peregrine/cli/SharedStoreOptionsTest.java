@@ -103,7 +103,7 @@ class SharedStoreOptionsTest {
     @Test
     void aStoreWithNothingToShareIsRefused() {
         ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings("--shared-store", "redis://h:1", "main:app"));
-        assertTrue(e.getMessage().contains("'--shared-store' needs --rate-limit or --cache-size"), e.getMessage());
+        assertTrue(e.getMessage().contains("'--shared-store' needs --rate-limit, --cache-size or --acme-domain"), e.getMessage());
         assertEquals("h", Cli.settings("--shared-store", "redis://h:1", "--cache-size", "4", "main:app").sharedStore().host());
     }
 

@@ -85,7 +85,7 @@ class QuicContextsTest {
     }
 
     private CertificateManager acme(String... names) {
-        return CertificateManager.open(new AcmeSettings(List.of(names), null, dir, URI.create("https://ca.invalid/dir"), null));
+        return CertificateManager.open(new AcmeSettings(List.of(names), null, dir, URI.create("https://ca.invalid/dir"), null), false);
     }
 
     private void writeCertificate(String name) throws Exception {

@@ -13,6 +13,7 @@ import dev.peregrine.store.SharedStore;
 import io.netty.buffer.Unpooled;
 
 import java.net.InetSocketAddress;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * {@code --rate-limit}: a client past its budget gets 429 from the I/O thread, and the application
@@ -23,8 +24,8 @@ import java.net.InetSocketAddress;
  * <p>With {@code --shared-store}, a request's budget is spent in the store ({@link StoreBudget}), which
  * every replica shares, and the request waits on the I/O thread's side, never the application's, for
  * that one round trip. When the store fails or is slow, the request is charged to this host's own
- * table instead: the limit then holds per replica until the store answers again. WebSocket handshakes
- * are always charged to this host's table, as {@link UpgradeGate} answers at once.
+ * table instead: the limit then holds per replica until the store answers again. WebSocket and
+ * WebTransport handshakes are charged the same way, the transport waiting for the answer.
  *
  * <p>The 429 carries {@code Retry-After} (whole seconds, rounded up) and the fields of
  * draft-ietf-httpapi-ratelimit-headers: {@code RateLimit-Policy} states the burst as the quota and
@@ -72,9 +73,12 @@ public final class RateLimit implements EdgeStage, UpgradeGate {
         exchange.send(refusal.head(), exchange.head().method().equals("HEAD") ? null : Unpooled.wrappedBuffer(refusal.body()), true);
     }
 
+    /** As {@link #handle}: through the store when there is one, else (or when it fails) this host's table. */
     @Override
-    public Refusal check(HttpRequestHead head, InetSocketAddress client) {
-        return refusal(table.admit(ClientKey.of(client), System.nanoTime()));
+    public CompletableFuture<Refusal> check(HttpRequestHead head, InetSocketAddress client) {
+        long key = ClientKey.of(client);
+        if (store == null) return CompletableFuture.completedFuture(refusal(table.admit(key, System.nanoTime())));
+        return store.admit(key).handle((outcome, failure) -> refusal(failure == null ? outcome : table.admit(key, System.nanoTime())));
     }
 
     /** Null when {@code outcome} ({@link ClientTable#admit}) lets the request through. */

@@ -11,7 +11,6 @@ import io.prometheus.metrics.model.snapshots.MetricSnapshot;
 import io.prometheus.metrics.model.snapshots.Unit;
 
 import java.util.BitSet;
-import java.util.function.DoubleSupplier;
 import java.util.function.ToDoubleFunction;
 
 import static dev.peregrine.ops.metrics.MetricsLayout.*;
@@ -29,9 +28,8 @@ public final class MetricsExporter {
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     private final BitSet requestSeries = new BitSet(REQUEST_CELLS);
     private final BitSet workerSeries = new BitSet();
-    private final java.util.Set<String> certificateSeries = new java.util.HashSet<>();
-    /** How many names' order counters are registered. */
-    private int orderSeries;
+    /** How many names' order counters and expiry gauges are registered. */
+    private int acmeSeries;
 
     public MetricsExporter(MetricsStore store) {
         this.store = store;
@@ -117,23 +115,21 @@ public final class MetricsExporter {
     }
 
     private void registerCertificateSeries() {
-        CertificateExpiry.registered().forEach((domain, expiry) -> {
-            if (certificateSeries.add(domain)) {
-                Gauge.builder("peregrine.certificate.expiry.timestamp", expiry, DoubleSupplier::getAsDouble)
-                        .description("When the certificate obtained by ACME for a name expires (Unix time)")
-                        .baseUnit("seconds").tag("domain", domain).register(registry);
-            }
-        });
-        java.util.List<String> ordered = AcmeOrders.registered();
-        for (int name = orderSeries; name < ordered.size(); name++) {
+        java.util.List<String> names = AcmeMetrics.registered();
+        for (int name = acmeSeries; name < names.size(); name++) {
+            String domain = names.get(name);
+            int expiry = CERTIFICATE_EXPIRY + name;
+            // The latest any worker serves: during a renewal, some workers take the new certificate a poll before others.
+            gauge("peregrine.certificate.expiry.timestamp", "When the certificate obtained by ACME for a name expires (Unix time)",
+                    s -> s.max(expiry) > 0 ? s.max(expiry) : Double.NaN).baseUnit("seconds").tag("domain", domain).register(registry);
             // Both outcomes from the start, at zero: an alert on failures needs the series before the first one.
             for (String outcome : new String[] {"issued", "failed"}) {
                 int position = ACME_ORDERS + 2 * name + (outcome.equals("issued") ? 0 : 1);
                 counter("peregrine.acme.orders", "ACME orders ended, by name and outcome (a certificate issued, or not)", position)
-                        .tags("domain", ordered.get(name), "outcome", outcome).register(registry);
+                        .tags("domain", domain, "outcome", outcome).register(registry);
             }
         }
-        orderSeries = ordered.size();
+        acmeSeries = names.size();
     }
 
     private FunctionCounter.Builder<MetricsStore> counter(String name, String help, int position) {

@@ -15,7 +15,7 @@ public final class MetricsLayout {
 
     /** "PEREGRIN" in ASCII: a file that does not start with it is not a metrics area. */
     static final long MAGIC = 0x50455245_4752494EL;
-    static final long VERSION = 7;
+    static final long VERSION = 8;
 
     /** Longs in a cache line: sections written by different threads start on a line of their own. */
     private static final int LINE = 8;
@@ -36,13 +36,15 @@ public final class MetricsLayout {
     /** Upper bounds of the shared store's round-trip buckets: a store on the same host or zone answers well under a millisecond. */
     static final long[] STORE_ROUND_TRIP_BOUNDS = micros(100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000);
     /** What the request path asks of --shared-store, for its error counts: the index is the operation's cell. */
-    public static final String[] STORE_OPERATIONS = {"connect", "rate_limit", "cache_lookup", "cache_store", "cache_invalidate"};
+    public static final String[] STORE_OPERATIONS = {"connect", "rate_limit", "cache_lookup", "cache_store", "cache_invalidate", "acme"};
     public static final int STORE_CONNECT = 0;
     public static final int STORE_RATE_LIMIT = 1;
     /** A response cache miss asking the store (and claiming the key's fill), and a fill's lock given back. */
     public static final int STORE_CACHE_LOOKUP = 2;
     public static final int STORE_CACHE_STORE = 3;
     public static final int STORE_CACHE_INVALIDATE = 4;
+    /** The ACME account, certificates, order locks and challenges (--acme-domain with --shared-store). */
+    public static final int STORE_ACME = 5;
     /** Cells kept for operations to come, so that adding one leaves the layout as it is. */
     private static final int STORE_OPERATION_CELLS = 8;
     /** Upper bounds of the Python-thread wait buckets: microseconds when idle, milliseconds and more when saturated. */
@@ -105,9 +107,22 @@ public final class MetricsLayout {
     static final int ACME_ORDERS = lineAfter(WORKER_ID);
     /** The names whose orders are counted: the first of --acme-domain, as a slot's layout is fixed. */
     public static final int ACME_NAMES = 32;
-    static final int SLOT_LONGS = lineAfter(ACME_ORDERS + 2 * ACME_NAMES - 1);
+    /**
+     * When the certificate each ACME name is served with expires (Unix seconds, 0 while it has none), at
+     * {@code CERTIFICATE_EXPIRY + name}: a gauge of the live process, written by its certificate manager.
+     */
+    static final int CERTIFICATE_EXPIRY = lineAfter(ACME_ORDERS + 2 * ACME_NAMES - 1);
+    static final int SLOT_LONGS = lineAfter(CERTIFICATE_EXPIRY + ACME_NAMES - 1);
 
-    static final int[] GAUGES = {CONNECTIONS_ACTIVE, REQUESTS_IN_FLIGHT};
+    static final int[] GAUGES = gauges();
+
+    private static int[] gauges() {
+        int[] gauges = new int[2 + ACME_NAMES];
+        gauges[0] = CONNECTIONS_ACTIVE;
+        gauges[1] = REQUESTS_IN_FLIGHT;
+        for (int name = 0; name < ACME_NAMES; name++) gauges[2 + name] = CERTIFICATE_EXPIRY + name;
+        return gauges;
+    }
 
     static long byteSize(int slots) {
         return (HEADER_LONGS + (long) slots * SLOT_LONGS) * Long.BYTES;

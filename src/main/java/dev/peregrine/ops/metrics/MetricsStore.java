@@ -140,6 +140,13 @@ public final class MetricsStore {
         return total;
     }
 
+    /** The largest value of a slot position over every slot. */
+    long max(int position) {
+        long largest = Long.MIN_VALUE;
+        for (int slot = 0; slot < slots; slot++) largest = Math.max(largest, get(slot, position));
+        return largest;
+    }
+
     /** A slot position summed over the slots assigned to {@code worker}. */
     long sumForWorker(int worker, int position) {
         long total = 0;
@@ -173,7 +180,7 @@ public final class MetricsStore {
         return (long) LONG.getVolatile(segment, offset);
     }
 
-    private static void write(MemorySegment segment, long offset, long value) {
+    static void write(MemorySegment segment, long offset, long value) {
         LONG.setVolatile(segment, offset, value);
     }
 }

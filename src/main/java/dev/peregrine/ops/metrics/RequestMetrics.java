@@ -95,6 +95,12 @@ public final class RequestMetrics {
         add(ACME_ORDERS + 2 * name + (issued ? 0 : 1), 1);
     }
 
+    /** The {@code name}-th --acme-domain is served with a certificate that expires at {@code epochSeconds} (0: none). */
+    public void certificateExpires(int name, long epochSeconds) {
+        if (segment == null || name < 0 || name >= ACME_NAMES) return;
+        set(CERTIFICATE_EXPIRY + name, epochSeconds);
+    }
+
     /** The response cache answered a request. */
     public void cacheHit() {
         if (segment == null) return;
@@ -156,5 +162,9 @@ public final class RequestMetrics {
 
     private void add(int position, long delta) {
         MetricsStore.add(segment, base + (long) position * Long.BYTES, delta);
+    }
+
+    private void set(int position, long value) {
+        MetricsStore.write(segment, base + (long) position * Long.BYTES, value);
     }
 }

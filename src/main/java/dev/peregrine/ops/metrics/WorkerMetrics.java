@@ -38,7 +38,7 @@ public final class WorkerMetrics implements AutoCloseable {
         if (file != null) {
             MetricsStore store = MetricsStore.open(Path.of(file));
             RequestMetrics recorder = store.recorder(slot(environment.get(SLOT_ENV), store.slots()));
-            AcmeOrders.countInto(recorder);
+            AcmeMetrics.countInto(recorder);
             return new WorkerMetrics(recorder, null);
         }
         if (port == null) return OFF;
@@ -51,7 +51,7 @@ public final class WorkerMetrics implements AutoCloseable {
         } catch (IOException e) {
             throw new IOException("cannot serve metrics on " + host + ":" + port + ": " + e.getMessage(), e);
         }
-        AcmeOrders.countInto(store.recorder(0));
+        AcmeMetrics.countInto(store.recorder(0));
         return new WorkerMetrics(store.recorder(0), server);
     }
 

@@ -56,7 +56,7 @@ class MetricsExporterTest {
     @Test
     void acmeOrdersAreSummedOverSlotsByNameAndOutcome() {
         MetricsStore store = MetricsStore.offHeap(2);
-        AcmeOrders.register(java.util.List.of("a.example", "b.example"));
+        AcmeMetrics.register(java.util.List.of("a.example", "b.example"));
         try {
             MetricsExporter exporter = new MetricsExporter(store);
             store.recorder(0).acmeOrder(1, true);
@@ -68,7 +68,25 @@ class MetricsExporterTest {
             assertLine(text, "peregrine_acme_orders_total{domain=\"a.example\",outcome=\"failed\"} 1.0");
             assertLine(text, "peregrine_acme_orders_total{domain=\"a.example\",outcome=\"issued\"} 0.0");
         } finally {
-            AcmeOrders.register(java.util.List.of());
+            AcmeMetrics.register(java.util.List.of());
+        }
+    }
+
+    @Test
+    void certificateExpiryIsTheLatestAnyWorkerServesAndNaNWhileNoneHasOne() {
+        MetricsStore store = MetricsStore.offHeap(3);
+        AcmeMetrics.register(java.util.List.of("a.example", "b.example"));
+        try {
+            MetricsExporter exporter = new MetricsExporter(store);
+            store.recorder(0).certificateExpires(0, 1_800_000_000L);
+            store.recorder(2).certificateExpires(0, 1_900_000_000L); // renewed in this worker first
+            String text = exporter.scrape(TEXT);
+            assertLine(text, "peregrine_certificate_expiry_timestamp_seconds{domain=\"a.example\"} 1.9E9");
+            assertLine(text, "peregrine_certificate_expiry_timestamp_seconds{domain=\"b.example\"} NaN");
+            store.clearGauges(2); // that worker exited
+            assertLine(exporter.scrape(TEXT), "peregrine_certificate_expiry_timestamp_seconds{domain=\"a.example\"} 1.8E9");
+        } finally {
+            AcmeMetrics.register(java.util.List.of());
         }
     }
 
