@@ -35,7 +35,7 @@ bench_ensure_venv() {
       echo "bench: pip install -r bench/requirements.txt failed" >&2
       return 1
     fi
-    "$BENCH_PY" -c "import fastapi, flask, uvicorn, uvloop, httptools, gunicorn" || return 1
+    "$BENCH_PY" -c "import fastapi, flask, uvicorn, uvloop, httptools, gunicorn, django, jinja2, asyncpg, psycopg, orjson" || return 1
     touch "$stamp"
   fi
 }

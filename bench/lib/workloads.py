@@ -1,0 +1,394 @@
+"""bench/workloads/run: the TechEmpower test types (bench/workloads) on Peregrine and on uvicorn / gunicorn, with a
+real PostgreSQL.
+
+One PostgreSQL (bench/lib/postgres.py: Debian's binaries, a temporary directory, durability off) for the whole run.
+Then, per worker count and per application, a phase with only that application's servers running, each on its
+own port and from bench/workloads:
+
+- fastapi (asyncpg):        peregrine, uvicorn (httptools, uvloop);
+- flask (psycopg 3), django (its ORM): peregrine --wsgi-threads T, gunicorn sync, gunicorn gthread --threads T,
+                            uvicorn --interface wsgi (its adapter runs 10 threads).
+
+Every server is first asked each test type once and its answer checked (status, Content-Type, shape); a server
+that answers one wrongly is not loaded on it. Each (server, test) is then warmed up (discarded), and the rounds
+follow: per test and connection count the servers take turns (A B C D A B C D ...), so that drift on the machine
+hits them alike. wrk -t1, medians over the rounds of req/s and p99, errors (socket errors and statuses >= 400),
+CPU of the server's process tree and of PostgreSQL's per request, peak RSS of the server's tree; the ratios of
+Peregrine's req/s to each peer's. Test types: json, plaintext, db, queries (20), fortunes, updates (20); Django only
+db and fortunes. Plaintext is not pipelined here (the benchmark's own runs pipeline it 16 deep).
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common as c  # noqa: E402
+from postgres import Postgres  # noqa: E402
+
+WORKLOADS_DIR = c.BENCH_DIR / "workloads"
+TESTS = {"json": "/json", "plaintext": "/plaintext", "db": "/db", "queries": "/queries?queries=20",
+         "fortunes": "/fortunes", "updates": "/updates?queries=20"}
+APPS = {"fastapi": ("fastapi_app:app", ["peregrine", "uvicorn"], list(TESTS)),
+        "flask": ("flask_app:app", ["peregrine", "gunicorn-sync", "gunicorn-gthread", "uvicorn-wsgi"], list(TESTS)),
+        "django": ("django_app.wsgi:application", ["peregrine", "gunicorn-sync", "gunicorn-gthread", "uvicorn-wsgi"],
+                   ["db", "fortunes"])}
+UVICORN_WSGI_THREADS = 10  # uvicorn.middleware.wsgi.WSGIMiddleware's default
+CONTENT_TYPES = {"json": "application/json", "plaintext": "text/plain", "db": "application/json",
+                 "queries": "application/json", "fortunes": "text/html", "updates": "application/json"}
+
+
+@dataclass
+class Server:
+    app: str
+    name: str
+    workers: int
+    port: int = 0
+    proc: c.Proc | None = None
+    error: str | None = None
+    bad_tests: dict = field(default_factory=dict)   # test -> what was wrong with its answer
+    results: dict = field(default_factory=dict)     # (test, conns) -> [per-round measurements]
+
+    @property
+    def key(self) -> str:
+        return f"{self.app}/{self.name}/w{self.workers}"
+
+    def command(self, args) -> list[str]:
+        target = APPS[self.app][0]
+        venv_bin, p, w, t = c.VENV / "bin", str(self.port), str(self.workers), str(args.wsgi_threads)
+        if self.name == "peregrine":
+            cmd = [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", p, "--workers", w, "--log-level", "warning"]
+            return cmd + ([] if self.app == "fastapi" else ["--wsgi-threads", t]) + [target]
+        if self.name in ("uvicorn", "uvicorn-wsgi"):
+            return [str(venv_bin / "uvicorn"), target, "--host", c.HOST, "--port", p, "--workers", w,
+                    "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"] \
+                + (["--interface", "wsgi"] if self.name == "uvicorn-wsgi" else [])
+        if self.name == "gunicorn-sync":
+            return [str(venv_bin / "gunicorn"), "-w", w, "-k", "sync", "-b", f"{c.HOST}:{p}", "--log-level", "warning",
+                    target]
+        if self.name == "gunicorn-gthread":
+            return [str(venv_bin / "gunicorn"), "-w", w, "-k", "gthread", "--threads", t, "-b", f"{c.HOST}:{p}",
+                    "--log-level", "warning", target]
+        raise ValueError(self.name)
+
+    def db_connections(self, args) -> int:
+        """The most PostgreSQL connections it opens: asyncpg's pool, or one per thread running requests."""
+        per_worker = {"peregrine": args.pool_size if self.app == "fastapi" else args.wsgi_threads,
+                      "uvicorn": args.pool_size, "uvicorn-wsgi": UVICORN_WSGI_THREADS, "gunicorn-sync": 1,
+                      "gunicorn-gthread": args.wsgi_threads}[self.name]
+        return per_worker * self.workers
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench/workloads/run", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 2 s, 1 s of warm-up per server and test")
+    p.add_argument("--rounds", type=int, default=3, help="rounds; the figures are the medians")
+    p.add_argument("--duration", type=float, default=5, help="measured seconds of each load")
+    p.add_argument("--warmup", type=float, default=3, help="seconds of discarded load per server and test")
+    p.add_argument("--conns", default="64,256", help="comma-separated wrk connection counts")
+    p.add_argument("--workers", default="1", help="comma-separated worker processes per server, each a phase of its own")
+    p.add_argument("--apps", default=",".join(APPS), help="comma-separated applications among " + ", ".join(APPS))
+    p.add_argument("--tests", default=",".join(TESTS), help="comma-separated test types among " + ", ".join(TESTS))
+    # 4: a request's Python work (about 1 ms for Django) is longer than its round trips to PostgreSQL on loopback, so
+    # a few threads cover the waits; more only contend for the GIL (a trial with 8 gave gunicorn gthread half the
+    # fortunes rate of its sync worker).
+    p.add_argument("--wsgi-threads", type=int, default=4,
+                   help="Peregrine's --wsgi-threads and gunicorn gthread's --threads (WSGI apps)")
+    p.add_argument("--pool-size", type=int, default=16, help="asyncpg pool of the FastAPI app, per worker process")
+    p.add_argument("--timeout", type=float, default=5, help="wrk's per-request timeout in seconds")
+    p.add_argument("--pause", type=float, default=0.5, help="seconds of rest between two loads")
+    p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.duration, args.warmup = 1, 2, 1
+    args.conns = [int(x) for x in args.conns.split(",") if x.strip()]
+    args.workers = [int(x) for x in args.workers.split(",") if x.strip()]
+    args.apps = [a.strip() for a in args.apps.split(",") if a.strip()]
+    args.tests = [t.strip() for t in args.tests.split(",") if t.strip()]
+    for a in args.apps:
+        if a not in APPS:
+            p.error(f"unknown application {a!r}")
+    for t in args.tests:
+        if t not in TESTS:
+            p.error(f"unknown test type {t!r}")
+    return args
+
+
+def tests_of(app: str, args) -> list[str]:
+    return [t for t in APPS[app][2] if t in args.tests]
+
+
+# ---------------------------------------------------------------- checking an answer
+
+
+def check(port: int, test: str) -> str | None:
+    """What is wrong with the server's answer to the test type, or None (a quick form of the benchmark's rules;
+    src/test/python/e2e/test_workloads.py checks them in full against Peregrine)."""
+    conn = http.client.HTTPConnection(c.HOST, port, timeout=10)
+    try:
+        conn.request("GET", TESTS[test])
+        resp = conn.getresponse()
+        body = resp.read()
+        ctype = resp.getheader("Content-Type") or ""
+    except (OSError, http.client.HTTPException) as e:
+        return f"no answer: {e}"
+    finally:
+        conn.close()
+    if resp.status != 200:
+        return f"status {resp.status}: {body[:200]!r}"
+    if ctype.split(";")[0].strip() != CONTENT_TYPES[test]:
+        return f"Content-Type {ctype!r}"
+    if test == "plaintext":
+        return None if body == b"Hello, World!" else f"body {body[:100]!r}"
+    if test == "fortunes":
+        text = body.decode("utf-8", "replace")
+        if text.count("<tr>") != 14 or "<script" in text or "フレームワークのベンチマーク" not in text:
+            return f"not the fortunes table: {text[:300]!r}"
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return f"not JSON: {body[:200]!r}"
+    if test == "json":
+        return None if value == {"message": "Hello, World!"} else f"body {value!r}"
+    rows = [value] if test == "db" else value
+    if not isinstance(rows, list) or len(rows) != (1 if test == "db" else 20):
+        return f"not {1 if test == 'db' else 20} rows: {body[:200]!r}"
+    for row in rows:
+        if not (isinstance(row, dict) and set(row) == {"id", "randomNumber"} and all(type(v) is int for v in row.values())):
+            return f"row {row!r}"
+    return None
+
+
+# ---------------------------------------------------------------- the run
+
+
+def start(servers: list[Server], args, env: dict, log_dir: Path) -> None:
+    for s in servers:
+        s.port = c.free_port()
+        cmd = s.command(args)
+        c.log(f"bench: starting {s.key} on port {s.port}: {' '.join(cmd)}")
+        try:
+            s.proc = c.Proc(s.key, cmd, cwd=WORKLOADS_DIR, env=env, log_path=log_dir / f"{s.key.replace('/', '-')}.log")
+            seconds = c.wait_ready(s.proc, s.port, timeout=90)
+            c.log(f"bench: {s.key} ready in {seconds:.1f} s")
+        except Exception as e:  # report it and go on with the others
+            s.error = f"failed to start: {e}"
+            c.log(f"bench: {s.key} {s.error}")
+            if s.proc:
+                s.proc.stop()
+            continue
+        for test in tests_of(s.app, args):
+            problem = check(s.port, test)
+            if problem:
+                s.bad_tests[test] = problem
+                c.log(f"bench: {s.key} answers {TESTS[test]} wrongly, not loaded on it: {problem}")
+
+
+def measure(s: Server, test: str, conns: int, duration: float, args, pg: Postgres) -> dict:
+    pg_before = c.tree_cpu_seconds(pg.proc.pid)
+    m = c.measure_wrk(s.proc.pid, f"http://{c.HOST}:{s.port}{TESTS[test]}", conns, duration, args.timeout)
+    pg_cpu = c.tree_cpu_seconds(pg.proc.pid) - pg_before
+    m["pg_cpu_s"] = pg_cpu
+    m["pg_cpu_s_per_1k"] = pg_cpu / m["requests"] * 1000 if m["requests"] else None
+    m["loadavg_1min"] = os.getloadavg()[0]
+    return m
+
+
+def run_phase(servers: list[Server], args, pg: Postgres) -> None:
+    live = lambda s, test: not s.error and test not in s.bad_tests  # noqa: E731
+    app = servers[0].app
+    for test in tests_of(app, args):
+        for s in servers:
+            if live(s, test):
+                c.log(f"bench: warming up {s.key} on {test}: {args.warmup:g} s at {args.conns[0]} connections (discarded)")
+                try:
+                    c.wrk_summary(f"http://{c.HOST}:{s.port}{TESTS[test]}", args.conns[0], args.warmup, args.timeout)
+                except Exception as e:
+                    s.bad_tests[test] = f"warm-up failed: {e}"
+    for rnd in range(1, args.rounds + 1):
+        for test in tests_of(app, args):
+            for conns in args.conns:
+                for s in servers:
+                    if not live(s, test):
+                        continue
+                    if not s.proc.alive():
+                        s.error = f"exited with status {s.proc.popen.returncode} in round {rnd}:\n{s.proc.log_tail()}"
+                        c.log(f"bench: {s.key} {s.error}")
+                        continue
+                    time.sleep(args.pause)
+                    try:
+                        m = measure(s, test, conns, args.duration, args, pg)
+                    except Exception as e:
+                        c.log(f"bench: round {rnd}, {s.key} {test} at {conns} connections failed: {e}")
+                        m = {"failed": str(e)}
+                    m["round"] = rnd
+                    s.results.setdefault((test, conns), []).append(m)
+                    if "failed" not in m:
+                        c.log(f"round {rnd}/{args.rounds}  {test:<9} c={conns:<4} {s.key:<28} {m['rps']:>8.0f} req/s  "
+                              f"p99 {m['p99_ms']:8.2f} ms  errors {m['error_total']:<5} CPU {c.fmt(m['cpu_s_per_1k'], 3)} "
+                              f"ms/req, PostgreSQL {c.fmt(m['pg_cpu_s_per_1k'], 3)} ms/req  peak RSS {m['peak_rss_mib']:.0f} MiB")
+
+
+def summarize(servers: list[Server]) -> dict:
+    out = {}
+    for s in servers:
+        for (test, conns), rounds in s.results.items():
+            ok = [m for m in rounds if "failed" not in m]
+            if ok:
+                out.setdefault(s.key, {})[f"{test}@{conns}"] = c.summarize_rounds(ok, ("pg_cpu_s_per_1k",))
+    return out
+
+
+def ratios(servers: list[Server], summary: dict, args) -> list[dict]:
+    out = []
+    for workers in args.workers:
+        for app in args.apps:
+            cand = summary.get(f"{app}/peregrine/w{workers}", {})
+            for peer in APPS[app][1][1:]:
+                base = summary.get(f"{app}/{peer}/w{workers}", {})
+                for test in tests_of(app, args):
+                    for conns in args.conns:
+                        a, b = cand.get(f"{test}@{conns}"), base.get(f"{test}@{conns}")
+                        if not a or not b:
+                            continue
+                        out.append({"app": app, "workers": workers, "test": test, "conns": conns, "peer": peer,
+                                    "rps_ratio": a["rps"] / b["rps"] if b["rps"] else None,
+                                    "p99_ratio": a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None,
+                                    "cpu_per_req_ratio": (a["cpu_s_per_1k"] / b["cpu_s_per_1k"]
+                                                          if a["cpu_s_per_1k"] and b["cpu_s_per_1k"] else None)})
+    return out
+
+
+def markdown(servers, summary, ratio_rows, machine, args, complete) -> str:
+    workers_text = " and ".join(f"{w} worker{'s' if w > 1 else ''}" for w in args.workers)
+    lines = [f"### TechEmpower test types with PostgreSQL, {workers_text} each ({machine['started']})", ""]
+    if not complete:
+        lines += ["**Interrupted: partial results.**", ""]
+    extra = machine.get("workload_packages", {})
+    lines += [c.machine_markdown(machine) + " " + ", ".join(f"{k} {v}" for k, v in extra.items() if k != "python")
+              + f"; {machine.get('postgres')}.", "",
+              f"`wrk -t1 -c<N> -d{max(1, round(args.duration))}s --timeout {max(1, round(args.timeout))}s`, "
+              f"{args.rounds} interleaved round{'s' if args.rounds > 1 else ''} after {args.warmup:g} s of warm-up per "
+              "server and test; medians over the rounds. Errors: socket errors plus responses >= 400 (median per load). "
+              "CPU: user+system time of the server's process tree per request, and of PostgreSQL's (all its processes). "
+              f"Peak RSS: the server's process tree, the largest over the rounds. WSGI: Peregrine `--wsgi-threads "
+              f"{args.wsgi_threads}`, gunicorn gthread `--threads {args.wsgi_threads}`, uvicorn's WSGI adapter "
+              f"{UVICORN_WSGI_THREADS} threads; FastAPI: asyncpg pool of {args.pool_size} per worker. "
+              "`queries` and `updates` ask for 20 rows; plaintext is not pipelined.", ""]
+    for workers in args.workers:
+        for app in args.apps:
+            group = [s for s in servers if s.app == app and s.workers == workers]
+            if not group:
+                continue
+            lines += [f"#### {app}, {workers} worker{'s' if workers > 1 else ''} each", "",
+                      "| Test | Conns | Server | Req/s | p99 (ms) | Errors | CPU ms / req | PostgreSQL CPU ms / req | "
+                      "Peak RSS (MiB) | Peregrine / this |",
+                      "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            for s in group:
+                if s.error and not summary.get(s.key):
+                    lines.append(f"| — | — | {s.name} | {s.error.splitlines()[0]} | | | | | | |")
+            for test in tests_of(app, args):
+                for s in group:
+                    if test in s.bad_tests:
+                        lines.append(f"| {test} | — | {s.name} | wrong answer: {s.bad_tests[test][:120]} | | | | | | |")
+                for conns in args.conns:
+                    pere = summary.get(f"{app}/peregrine/w{workers}", {}).get(f"{test}@{conns}")
+                    for s in group:
+                        r = summary.get(s.key, {}).get(f"{test}@{conns}")
+                        if not r:
+                            continue
+                        ratio = "" if s.name == "peregrine" or not pere or not r["rps"] else f"{pere['rps'] / r['rps']:.2f}x"
+                        lines.append(f"| {test} | {conns} | {s.name} | {r['rps']:,.0f} | {c.fmt(r['p99_ms'], 2)} | "
+                                     f"{r['errors']:g} | {c.fmt(r['cpu_s_per_1k'], 3)} | {c.fmt(r['pg_cpu_s_per_1k'], 3)} | "
+                                     f"{r['peak_rss_mib']:.0f} | {ratio} |")
+            lines.append("")
+    if ratio_rows:
+        peers = []
+        for app in args.apps:
+            peers += [p for p in APPS[app][1][1:] if p not in peers]
+        lines += ["Peregrine's req/s over each peer's (medians):", "",
+                  "| App | Workers | Test | Conns | " + " | ".join(f"vs {p}" for p in peers) + " |",
+                  "| --- | ---: | --- | ---: | " + " | ".join("---:" for _ in peers) + " |"]
+        keys = []
+        for r in ratio_rows:
+            if (r["app"], r["workers"], r["test"], r["conns"]) not in keys:
+                keys.append((r["app"], r["workers"], r["test"], r["conns"]))
+        for key in keys:
+            by_peer = {r["peer"]: r["rps_ratio"] for r in ratio_rows if (r["app"], r["workers"], r["test"], r["conns"]) == key}
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | "
+                         + " | ".join("" if p not in by_peer else f"{c.fmt(by_peer[p], 2)}x" for p in peers) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    c.install_cleanup()
+    c.raise_nofile()
+    if not shutil.which("wrk"):
+        c.log("bench: wrk is not installed (Debian: apt-get install wrk)")
+        return 1
+    stamp = c.timestamp()
+    log_dir = args.out / f"workloads-{stamp}-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    machine = c.describe_run(build=True)
+    if machine is None:
+        return 1
+    machine["workload_packages"] = c.package_versions(("django", "jinja2", "asyncpg", "psycopg", "psycopg-binary", "orjson"))
+    phases = [[Server(app, name, w) for name in APPS[app][1]] for w in args.workers for app in args.apps]
+    servers = [s for phase in phases for s in phase]
+    complete = False
+    # Connections: the largest phase's servers at once, and a few for psql.
+    max_connections = max(sum(s.db_connections(args) for s in phase) for phase in phases) + 20
+    try:
+        pg = Postgres(max_connections=max(100, max_connections))
+    except FileNotFoundError as e:
+        c.log(f"bench: {e}")
+        return 1
+    machine["postgres"] = pg.version()
+    try:
+        c.log(f"bench: starting {machine['postgres']} (max_connections {pg.max_connections})")
+        with pg:
+            try:
+                c.log(f"bench: PostgreSQL on {pg.dsn}, World and Fortune loaded")
+                env = c.child_env(BENCH_PG_DSN=pg.dsn, BENCH_PG_POOL_SIZE=str(args.pool_size))
+                for phase in phases:
+                    start(phase, args, env, log_dir)
+                    if "java" not in machine:
+                        for s in phase:
+                            if s.name == "peregrine" and s.proc and not s.error:
+                                machine["java"] = c.java_version_of(s.proc.pid)
+                    run_phase(phase, args, pg)
+                    for s in phase:
+                        if s.proc:
+                            s.proc.stop()
+                machine["world_rows_updated"] = int(pg.psql(
+                    "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'world'").strip() or 0)
+                complete = True
+            finally:
+                c.stop_all()  # the servers before PostgreSQL
+    except KeyboardInterrupt:
+        c.log("bench: interrupted: writing the partial results")
+
+    summary = summarize(servers)
+    ratio_rows = ratios(servers, summary, args)
+    md = markdown(servers, summary, ratio_rows, machine, args, complete)
+    result = {"machine": machine, "complete": complete,
+              "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+              "servers": {s.key: {"command": s.command(args), "error": s.error, "bad_tests": s.bad_tests,
+                                  "rounds": {f"{t}@{n}": v for (t, n), v in s.results.items()}} for s in servers},
+              "summary": summary, "ratios": ratio_rows, "loadavg_at_end": list(os.getloadavg())}
+    c.write_results(args.out, f"workloads-{stamp}", result, md, f"Server logs: {log_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
