@@ -2,7 +2,7 @@ package dev.peregrine.acme;
 
 import dev.peregrine.config.AcmeSettings;
 import dev.peregrine.config.ConfigException;
-import dev.peregrine.ops.metrics.AcmeMetrics;
+import dev.peregrine.metrics.AcmeMetrics;
 import dev.peregrine.store.SharedStore;
 import org.bouncycastle.jce.provider.BouncyCastleProvider;
 import org.jboss.logging.Logger;

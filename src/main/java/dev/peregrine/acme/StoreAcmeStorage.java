@@ -1,6 +1,6 @@
 package dev.peregrine.acme;
 
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.store.SharedStore;
 import dev.peregrine.store.StoreScript;
 import io.lettuce.core.ScriptOutputType;

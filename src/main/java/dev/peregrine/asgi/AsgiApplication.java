@@ -3,7 +3,7 @@ package dev.peregrine.asgi;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonException;
@@ -17,6 +17,7 @@ import org.jboss.logging.Logger;
 
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -181,7 +182,7 @@ public final class AsgiApplication implements ServedApplication {
     String awaitReady() {
         try {
             return ready.join();
-        } catch (java.util.concurrent.CompletionException e) {
+        } catch (CompletionException e) {
             throw new IllegalStateException(e.getCause().getMessage(), e.getCause());
         }
     }

@@ -12,8 +12,11 @@ import io.netty.buffer.PooledByteBufAllocator;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
@@ -159,7 +162,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
         }
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_PATHSEND)) return sendPath(message, m);
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
-                + new String(type.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8) + "'");
+                + new String(type.toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8) + "'");
     }
 
     /**
@@ -241,7 +244,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
         }
     }
 
-    private static final MemorySegment HEADERS_ERROR = java.lang.foreign.Arena.global().allocateFrom("'headers' must be an iterable of pairs");
+    private static final MemorySegment HEADERS_ERROR = Arena.global().allocateFrom("'headers' must be an iterable of pairs");
 
     private static MemorySegment headerBytes(MemorySegment object) {
         MemorySegment bytes = Py.bufferOf(object);

@@ -5,8 +5,10 @@ import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
 import java.util.Queue;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 
 import io.netty.util.internal.PlatformDependent;
 
@@ -76,14 +78,14 @@ final class LoopWakeup {
     }
 
     /** Runs every queued task; on the loop's thread, when the eventfd is readable. */
-    void drain(java.util.function.Consumer<Runnable> runner) {
+    void drain(Consumer<Runnable> runner) {
         try {
             long n = (long) READ.invokeExact(fd, sink, 8L);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
         wakePending.set(false);
-        java.lang.invoke.VarHandle.fullFence();
+        VarHandle.fullFence();
         Runnable task;
         while ((task = tasks.poll()) != null) runner.accept(task);
     }

@@ -13,6 +13,7 @@ import dev.peregrine.websocket.WebSocketConnection;
 import dev.peregrine.webtransport.WebTransportSession;
 
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 import java.util.List;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -115,8 +116,8 @@ final class ScopeBuilder {
         MemorySegment path = decoded == null ? Py.utf8(bytes, pathStart, pathLength) : Py.utf8(decoded, 0, decoded.length);
         MemorySegment rawPath = Py.bytes(bytes, pathStart, pathLength);
         if (rootPath.length > 0) {
-            path = prefixed(path, decoded == null ? java.util.Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength) : decoded, true);
-            rawPath = prefixed(rawPath, java.util.Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength), false);
+            path = prefixed(path, decoded == null ? Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength) : decoded, true);
+            rawPath = prefixed(rawPath, Arrays.copyOfRange(bytes, pathStart, pathStart + pathLength), false);
         }
         Py.dictSetSteal(scope, kPath, path);
         Py.dictSetSteal(scope, kRawPath, rawPath);

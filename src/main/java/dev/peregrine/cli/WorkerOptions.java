@@ -18,7 +18,7 @@ import java.util.Properties;
  * The command line as the supervisor resolved it (arguments, {@code PEREGRINE_*} variables,
  * {@code application.properties} and defaults alike), handed to each of its workers in the environment.
  * A worker then builds the very same settings without booting Quarkus, SmallRye Config and picocli,
- * which were most of the CPU a worker's start took (docs/BENCHMARKS.md); that start is all that a killed
+ * which were most of the CPU a worker's start took (docs/benchmarks/respawn.md); that start is all that a killed
  * worker's successor, a SIGHUP's replacements and {@code --workers 4} wait for.
  *
  * <p>Each option field of {@link PeregrineCommand} that holds a value is one entry, a list one entry per

@@ -4,9 +4,10 @@ import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 
 /**
- * One feature the server runs in front of the application (the health check today; static files, the
- * rate limit, the response cache and compression to come). A stage sees every request of every
- * transport (HTTP/1.1, HTTP/2, HTTP/3) the same way, as an {@link HttpExchange}.
+ * One feature the server runs in front of the application: the health check, the rate limit, static
+ * files, compression, the response cache ({@code edge.chain.EdgeChain} puts them in that order). A
+ * stage sees every request of every transport (HTTP/1.1, HTTP/2, HTTP/3) the same way, as an
+ * {@link HttpExchange}.
  */
 public interface EdgeStage {
     /**

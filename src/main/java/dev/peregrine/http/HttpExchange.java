@@ -5,8 +5,8 @@ import io.netty.buffer.ByteBuf;
 import java.net.InetSocketAddress;
 
 /**
- * One request and its response, as seen by an application adapter; a transport (HTTP/1.1 now, HTTP/2
- * later) implements it. Response methods may be called from the Python thread: implementations hand
+ * One request and its response, as seen by the edge stages and the application adapters; each transport
+ * (HTTP/1.1, HTTP/2, HTTP/3) implements it. Response methods may be called from the Python thread: implementations hand
  * the work to the connection's I/O thread.
  */
 public interface HttpExchange {

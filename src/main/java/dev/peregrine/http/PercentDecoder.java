@@ -1,5 +1,7 @@
 package dev.peregrine.http;
 
+import java.util.Arrays;
+
 /** Percent-decoding of a request path, as both ASGI ({@code path}) and WSGI ({@code PATH_INFO}) want it. */
 public final class PercentDecoder {
     private PercentDecoder() {}
@@ -29,6 +31,6 @@ public final class PercentDecoder {
             }
             out[n++] = b;
         }
-        return java.util.Arrays.copyOf(out, n);
+        return Arrays.copyOf(out, n);
     }
 }

@@ -1,13 +1,12 @@
 package dev.peregrine.http;
 
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 
 import io.netty.util.concurrent.EventExecutor;
 
 import java.net.InetSocketAddress;
 import java.time.Instant;
 import java.util.concurrent.CompletableFuture;
-import java.util.function.Consumer;
 
 /**
  * The one path every transport (HTTP/1.1, HTTP/2, HTTP/3) takes between a parsed request head and the
@@ -49,23 +48,35 @@ public final class RequestCore {
         return null;
     }
 
-    /**
-     * Decides whether a WebSocket or WebTransport handshake from {@code client} (after forwarding) may
-     * proceed, and hands {@code decided} what it gets instead of an upgrade, or null when it may: at once
-     * when the edge knows now, else later on {@code loop} (the connection's), when the answer comes back
-     * from --shared-store. A late answer may find the connection closed: {@code decided} looks first.
-     */
-    public void checkUpgrade(HttpRequestHead head, InetSocketAddress client, EventExecutor loop, Consumer<Refusal> decided) {
-        CompletableFuture<Refusal> answer = upgrades.check(head, client);
-        if (answer.isDone()) {
-            decided.accept(answer.isCompletedExceptionally() ? null : answer.join());
-            return;
-        }
-        answer.whenComplete((refusal, failure) -> loop.execute(() -> decided.accept(failure == null ? refusal : null)));
+    /** What a transport does with a WebSocket or WebTransport handshake once it is decided. */
+    @FunctionalInterface
+    public interface UpgradeDecision {
+        /**
+         * @param origin  the client and scheme the handshake is served as
+         * @param refusal what it gets instead of an upgrade, or null when it may proceed
+         */
+        void decided(ForwardedHeaders.Origin origin, Refusal refusal);
     }
 
-    /** The client and scheme a WebSocket handshake is served as: the connection's, or what a trusted proxy said of them. */
-    public ForwardedHeaders.Origin upgradeOrigin(HttpRequestHead head, InetSocketAddress peer, boolean peerIsTrustedProxy) {
+    /**
+     * Decides a WebSocket or WebTransport handshake, the one decision every transport frames its own way:
+     * whom it comes from (the connection's peer, or what a trusted proxy said of the client and scheme),
+     * and whether the edge lets it through (the rate limit). {@code then} hears at once when the edge
+     * knows now, else later on {@code loop} (the connection's), when the answer comes back from
+     * --shared-store; a late answer may find the handshake abandoned, which {@code then} looks for first.
+     */
+    public void decideUpgrade(HttpRequestHead head, InetSocketAddress peer, boolean peerIsTrustedProxy, EventExecutor loop,
+                              UpgradeDecision then) {
+        ForwardedHeaders.Origin origin = upgradeOrigin(head, peer, peerIsTrustedProxy);
+        CompletableFuture<Refusal> answer = upgrades.check(head, origin.client());
+        if (answer.isDone()) {
+            then.decided(origin, answer.isCompletedExceptionally() ? null : answer.join());
+            return;
+        }
+        answer.whenComplete((refusal, failure) -> loop.execute(() -> then.decided(origin, failure == null ? refusal : null)));
+    }
+
+    private ForwardedHeaders.Origin upgradeOrigin(HttpRequestHead head, InetSocketAddress peer, boolean peerIsTrustedProxy) {
         InetSocketAddress client = peer;
         String scheme = settings.scheme();
         if (peerIsTrustedProxy) {

@@ -14,7 +14,7 @@ import java.util.Objects;
  * after that they are not modified. Added headers go into spare room the parser left at the end of the array,
  * so that the adapters, which read names and values through the offsets, see them like any other header.
  */
-public final class RequestHead implements dev.peregrine.http.HttpRequestHead {
+public final class RequestHead implements HttpRequestHead {
 
     private static final int INTS_PER_HEADER = 4;
 

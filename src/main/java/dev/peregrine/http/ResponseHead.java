@@ -1,7 +1,11 @@
 package dev.peregrine.http;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
@@ -34,9 +38,9 @@ public final class ResponseHead {
     }
 
     /** The body that goes with {@link #internalError}. */
-    public static io.netty.buffer.ByteBuf internalErrorBody(io.netty.buffer.ByteBufAllocator alloc) {
-        io.netty.buffer.ByteBuf text = alloc.directBuffer(24);
-        text.writeCharSequence("Internal Server Error", java.nio.charset.StandardCharsets.US_ASCII);
+    public static ByteBuf internalErrorBody(ByteBufAllocator alloc) {
+        ByteBuf text = alloc.directBuffer(24);
+        text.writeCharSequence("Internal Server Error", StandardCharsets.US_ASCII);
         return text;
     }
 
@@ -111,8 +115,8 @@ public final class ResponseHead {
 
     /** Adds a header from Java strings (ISO-8859-1). */
     public void add(String name, String value) {
-        byte[] n = name.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
-        byte[] v = value.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        byte[] n = name.getBytes(StandardCharsets.ISO_8859_1);
+        byte[] v = value.getBytes(StandardCharsets.ISO_8859_1);
         ensure(n.length + v.length);
         int nameStart = size;
         System.arraycopy(n, 0, data, nameStart, n.length);
@@ -169,7 +173,7 @@ public final class ResponseHead {
     }
 
     private String quoted(int start, int length) {
-        return "'" + new String(data, start, Math.min(length, 64), java.nio.charset.StandardCharsets.ISO_8859_1) + "'";
+        return "'" + new String(data, start, Math.min(length, 64), StandardCharsets.ISO_8859_1) + "'";
     }
 
     private void ensure(int more) {

@@ -1,13 +1,12 @@
 package dev.peregrine.http1;
 
 import dev.peregrine.http.Connections;
-import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.RequestHead;
-import dev.peregrine.ops.metrics.MetricsLayout;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.MetricsLayout;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
@@ -259,10 +258,9 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     private void upgrade(RequestHead head) {
         state = State.UPGRADING;
         waiting.busy();
-        ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
-        Http1Upgrade http = new Http1Upgrade(this, ctx, head, origin.client(), headStarted);
-        core.checkUpgrade(head, origin.client(), ctx.executor(), refusal -> {
+        core.decideUpgrade(head, peer, peerIsTrustedProxy, ctx.executor(), (origin, refusal) -> {
             if (state != State.UPGRADING) return; // closed while the answer came back from the shared store
+            Http1Upgrade http = new Http1Upgrade(this, ctx, head, origin.client(), headStarted);
             if (refusal != null) {
                 // Answered as a handshake the application denied: counted, and in the access log with its client.
                 http.respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));

@@ -1,5 +1,6 @@
 package dev.peregrine.http1;
 
+import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.RequestHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ByteProcessor;
@@ -487,7 +488,7 @@ public final class RequestHeadParser {
     }
 
     static boolean isTchar(byte b) {
-        return dev.peregrine.http.HttpChars.isTokenChar(b);
+        return HttpChars.isTokenChar(b);
     }
 
     static boolean isOws(byte b) {

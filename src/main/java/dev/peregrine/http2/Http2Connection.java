@@ -11,7 +11,7 @@ import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http.RequestHead;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.http.Connections;
 import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.websocket.WebSocketApplication;
@@ -40,11 +40,13 @@ import io.netty.util.AsciiString;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.concurrent.ScheduledFuture;
+import org.jboss.logging.Logger;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * One HTTP/2 connection, after Netty's frame codec: each stream is one call of the application, with
@@ -61,7 +63,7 @@ import java.util.concurrent.TimeUnit;
  * channel of its own ({@link WebSocketStreamChannel}) that the WebSocket side runs on, as over HTTP/1.1.
  */
 final class Http2Connection extends ChannelDuplexHandler {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
 
     private final RequestCore core;
     private final HttpSettings settings;
@@ -263,8 +265,7 @@ final class Http2Connection extends ChannelDuplexHandler {
             refuse(stream, head, Refusal.of(400, "a WebSocket's CONNECT cannot end its stream"), started);
             return;
         }
-        ForwardedHeaders.Origin origin = core.upgradeOrigin(head, peer, peerIsTrustedProxy);
-        core.checkUpgrade(head, origin.client(), ctx.executor(), refusal -> {
+        core.decideUpgrade(head, peer, peerIsTrustedProxy, ctx.executor(), (origin, refusal) -> {
             // The stream may have been reset, or the connection closed, while the answer came back from the shared store.
             if (!ctx.channel().isActive() || stream.state() == Http2Stream.State.CLOSED) return;
             if (refusal != null) {
@@ -297,7 +298,7 @@ final class Http2Connection extends ChannelDuplexHandler {
     }
 
     /** Over a copy: what {@code action} does may close a WebSocket, which leaves the map. */
-    private void forEachWebSocket(java.util.function.Consumer<WebSocketStreamChannel> action) {
+    private void forEachWebSocket(Consumer<WebSocketStreamChannel> action) {
         if (webSocketStreams == null) return;
         for (WebSocketStreamChannel webSocket : new ArrayList<>(webSocketStreams.values())) action.accept(webSocket);
     }

@@ -5,7 +5,7 @@ import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.TlsResponseHeaders;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.websocket.HttpUpgrade;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;

@@ -2,6 +2,7 @@ package dev.peregrine.http3;
 
 import dev.peregrine.webtransport.Varint;
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelPipeline;
@@ -10,6 +11,8 @@ import io.netty.handler.codec.ByteToMessageDecoder;
 import io.netty.incubator.codec.http3.DefaultHttp3Headers;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.util.AsciiString;
+
+import java.nio.charset.StandardCharsets;
 
 /**
  * The first handler of every bidirectional stream a client opens, ahead of Netty's HTTP/3 frame codec:
@@ -28,7 +31,7 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
     private static final long HEADERS = 0x01;
     /** QPACK's static index of {@code :method CONNECT} (RFC 9204 Appendix A). */
     private static final int STATIC_CONNECT = 15;
-    private static final byte[] METHOD = ":method".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    private static final byte[] METHOD = ":method".getBytes(StandardCharsets.US_ASCII);
 
     private final Http3Connection connection;
     private ByteBuf held;
@@ -150,7 +153,7 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
     }
 
     /** Takes the stream away from the HTTP/3 codec: {@code handler} alone reads it, from {@code rest} on. */
-    private void handOver(ChannelHandlerContext ctx, io.netty.channel.ChannelHandler handler, ByteBuf rest) {
+    private void handOver(ChannelHandlerContext ctx, ChannelHandler handler, ByteBuf rest) {
         ChannelPipeline pipeline = ctx.pipeline();
         while (pipeline.last() != this) pipeline.removeLast();
         pipeline.replace(this, null, handler);

@@ -1,6 +1,5 @@
 package dev.peregrine.http3;
 
-import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
@@ -20,7 +19,9 @@ import io.netty.incubator.codec.http3.Http3Exception;
 import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicStreamType;
+import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.concurrent.ScheduledFuture;
+import org.jboss.logging.Logger;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -38,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * stream, to which their streams and datagrams are sent.
  */
 final class Http3Connection extends ChannelInboundHandlerAdapter {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     /** How long a draining connection without requests stays open, for a request already on its way. */
     private static final long DRAIN_IDLE_MILLIS = 250;
 
@@ -191,9 +192,9 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
         if (sessions.remove(session.id()) != null && draining && idle()) closeWhenStillIdle();
     }
 
-    /** The client and scheme of an extended CONNECT (a WebSocket's, a WebTransport session's), after --forwarded-allow-ips. */
-    ForwardedHeaders.Origin upgradeOrigin(HttpRequestHead head) {
-        return core.upgradeOrigin(head, peer, peerIsTrustedProxy);
+    /** Decides an extended CONNECT (a WebSocket's, a WebTransport session's) from this connection's peer ({@link RequestCore#decideUpgrade}). */
+    void decideUpgrade(HttpRequestHead head, EventExecutor loop, RequestCore.UpgradeDecision then) {
+        core.decideUpgrade(head, peer, peerIsTrustedProxy, loop, then);
     }
 
     /** A WebSocket's CONNECT stream was handed to the application. */

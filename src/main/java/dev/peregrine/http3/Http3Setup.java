@@ -24,6 +24,7 @@ import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicSslEngine;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicTokenHandler;
+import io.netty.util.ReferenceCountUtil;
 
 import java.net.InetSocketAddress;
 import java.util.concurrent.TimeUnit;
@@ -137,7 +138,7 @@ public final class Http3Setup {
         return new ChannelInboundHandlerAdapter() {
             @Override
             public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                io.netty.util.ReferenceCountUtil.release(msg);
+                ReferenceCountUtil.release(msg);
             }
         };
     }

@@ -7,7 +7,7 @@ import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.FieldListResponses;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
@@ -26,6 +26,7 @@ import io.netty.incubator.codec.http3.Http3RequestStreamInboundHandler;
 import io.netty.incubator.codec.quic.QuicException;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.util.AsciiString;
+import org.jboss.logging.Logger;
 
 import java.net.InetSocketAddress;
 
@@ -39,7 +40,7 @@ import java.net.InetSocketAddress;
  * application is told to wait ({@link #writable}).
  */
 final class Http3Stream extends Http3RequestStreamInboundHandler {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     private final Http3Connection connection;
     private ChannelHandlerContext ctx;
     private QuicStreamChannel channel;

@@ -5,7 +5,7 @@ import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Varint;
 import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketConnection;
@@ -21,6 +21,7 @@ import io.netty.incubator.codec.http3.DefaultHttp3Headers;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.util.ReferenceCountUtil;
+import org.jboss.logging.Logger;
 
 import java.net.InetSocketAddress;
 
@@ -39,7 +40,7 @@ import java.net.InetSocketAddress;
  * window; writability is the QUIC stream's.
  */
 final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     private static final long DATA = 0x00, HEADERS = 0x01;
     /** What a client may send before the answer that is held for the WebSocket; past it, the stream is not read until then. */
     private static final int EARLY_BYTES = 64 * 1024;
@@ -89,10 +90,9 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
             refuse(Refusal.of(501, "WebSocket is not supported"));
             return;
         }
-        ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
-        client = origin.client();
-        connection.core.checkUpgrade(head, client, ctx.executor(), refusal -> {
+        connection.decideUpgrade(head, ctx.executor(), (origin, refusal) -> {
             if (answered || !channel.isActive()) return; // ended while the answer came back from the shared store
+            client = origin.client();
             if (refusal != null) {
                 respond(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
                 return;

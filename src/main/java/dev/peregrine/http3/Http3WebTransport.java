@@ -1,14 +1,13 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.FieldListRequests;
-import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.http.WriteQueue;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Capsules;
 import dev.peregrine.webtransport.StreamErrors;
 import dev.peregrine.webtransport.Varint;
@@ -25,6 +24,8 @@ import io.netty.incubator.codec.http3.DefaultHttp3Headers;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicStreamType;
+import io.netty.util.ReferenceCountUtil;
+import org.jboss.logging.Logger;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
@@ -44,7 +45,7 @@ import java.util.function.LongConsumer;
  * thread; everything else runs there.
  */
 final class Http3WebTransport extends ChannelInboundHandlerAdapter implements WebTransportSession {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     private static final long DATA_FRAME = 0x00;
     /** Stream data the application has not received yet past which the session's streams are no longer read. */
     static final long SESSION_BUFFER = 256 * 1024;
@@ -123,10 +124,9 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             return;
         }
         // Past here the CONNECT is a handshake, as a WebSocket's: the rate limit applies, and its answer is logged.
-        ForwardedHeaders.Origin origin = connection.upgradeOrigin(head);
-        client = origin.client();
-        connection.core.checkUpgrade(head, client, ctx.executor(), refusal -> {
+        connection.decideUpgrade(head, ctx.executor(), (origin, refusal) -> {
             if (closed || answered) return; // ended while the answer came back from the shared store
+            client = origin.client();
             if (refusal != null) {
                 answer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
                 return;
@@ -389,7 +389,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
         if (!(msg instanceof ByteBuf in)) {
-            io.netty.util.ReferenceCountUtil.release(msg);
+            ReferenceCountUtil.release(msg);
             return;
         }
         connection.touched();

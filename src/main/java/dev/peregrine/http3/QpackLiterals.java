@@ -1,6 +1,7 @@
 package dev.peregrine.http3;
 
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.webtransport.Varint;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.incubator.codec.http3.Http3Headers;
@@ -67,8 +68,8 @@ final class QpackLiterals {
     /** The HEADERS frame around {@code section}, which it releases. */
     private static ByteBuf frame(ByteBufAllocator alloc, ByteBuf section) {
         ByteBuf frame = alloc.buffer(16 + section.readableBytes());
-        dev.peregrine.webtransport.Varint.write(frame, HEADERS_FRAME);
-        dev.peregrine.webtransport.Varint.write(frame, section.readableBytes());
+        Varint.write(frame, HEADERS_FRAME);
+        Varint.write(frame, section.readableBytes());
         frame.writeBytes(section);
         section.release();
         return frame;

@@ -1,6 +1,7 @@
 package dev.peregrine.http3;
 
 import io.netty.incubator.codec.quic.QuicStreamChannel;
+import org.jboss.logging.Logger;
 
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
@@ -19,7 +20,7 @@ import java.lang.reflect.Field;
  * only by failing writes that are queued on it when it arrives ({@link #stopped}).
  */
 final class QuicStreamErrors {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     /** H3_REQUEST_CANCELLED (RFC 9114 8.1): what is sent when the code cannot be. */
     static final int FALLBACK = 0x10c;
 

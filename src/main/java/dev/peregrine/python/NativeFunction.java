@@ -1,6 +1,7 @@
 package dev.peregrine.python;
 
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * The Java body of a built-in function that Python code calls. It runs on the calling Python thread
@@ -29,12 +30,12 @@ public interface NativeFunction {
 
         public MemorySegment get(int i) {
             if (i >= count) throw new PythonRaise(Py.ExcTypeError, "missing argument " + (i + 1));
-            return array.getAtIndex(java.lang.foreign.ValueLayout.ADDRESS, i);
+            return array.getAtIndex(ValueLayout.ADDRESS, i);
         }
 
         /** Argument i, or null when fewer were passed. */
         public MemorySegment optional(int i) {
-            return i < count ? array.getAtIndex(java.lang.foreign.ValueLayout.ADDRESS, i) : null;
+            return i < count ? array.getAtIndex(ValueLayout.ADDRESS, i) : null;
         }
     }
 }

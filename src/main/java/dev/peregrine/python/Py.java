@@ -8,6 +8,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.nio.charset.StandardCharsets;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -351,7 +352,7 @@ public final class Py {
     // ---- str ----
 
     public static MemorySegment str(String s) {
-        byte[] utf8 = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
         try {
             return check((MemorySegment) PyUnicode_FromStringAndSize.invokeExact(MemorySegment.ofArray(utf8), (long) utf8.length));
         } catch (PythonException e) { throw e; } catch (Throwable t) { throw fail(t); }
@@ -396,7 +397,7 @@ public final class Py {
     public static String toJavaString(MemorySegment o) {
         if (!isInstance(o, UnicodeType)) return null;
         MemorySegment b = bufferOf(o);
-        return new String(b.toArray(ValueLayout.JAVA_BYTE), java.nio.charset.StandardCharsets.UTF_8);
+        return new String(b.toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
     }
 
     // ---- int ----

@@ -4,9 +4,11 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 
 /**
  * The interpreter the application was installed for, and the shared libpython that embeds it: the
@@ -136,7 +138,7 @@ public record PythonInstall(Path executable, Path library, String version, Strin
         // LIBDIR is where the library was installed when CPython was built. Relocatable builds
         // (python-build-standalone's, uv's, bytedeco's 3.14 from Maven Central) keep the build machine's
         // path there, so the library is also looked for under the prefix the interpreter runs from.
-        List<Path> libdirs = new java.util.ArrayList<>();
+        List<Path> libdirs = new ArrayList<>();
         if (!lines.get(4).isBlank()) libdirs.add(Path.of(lines.get(4)));
         libdirs.add(Path.of(lines.get(7)).resolve("lib"));
         List<String> names = List.of(lines.get(5), lines.get(6), "libpython" + major + "." + minor + abiflags + ".so");
@@ -148,6 +150,6 @@ public record PythonInstall(Path executable, Path library, String version, Strin
             }
         }
         throw new Unusable(executable + " (Python " + version + ") names no shared libpython that exists in "
-                + libdirs.stream().map(Path::toString).distinct().collect(java.util.stream.Collectors.joining(" or ")));
+                + libdirs.stream().map(Path::toString).distinct().collect(Collectors.joining(" or ")));
     }
 }

@@ -6,12 +6,15 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -35,7 +38,7 @@ public final class PythonInterpreter {
 
     private final PythonInstall install;
     private final Map<String, NativeFunction> functions = new LinkedHashMap<>();
-    private final Map<String, MemorySegment> methodDefs = new java.util.HashMap<>();
+    private final Map<String, MemorySegment> methodDefs = new HashMap<>();
     private MemorySegment nativeModule;
 
     private PythonInterpreter(PythonInstall install) {
@@ -60,15 +63,15 @@ public final class PythonInterpreter {
             MemorySegment preconfig = arena.allocate(128, 8);
             Py.PyPreConfig_InitIsolatedConfig.invokeExact(preconfig);
             preconfig.set(JAVA_INT, 28, 1); // utf8_mode: the same offset from 3.8 to 3.14, free-threaded or not
-            checkStatus((MemorySegment) Py.Py_PreInitialize.invokeExact((java.lang.foreign.SegmentAllocator) arena, preconfig), "Py_PreInitialize");
+            checkStatus((MemorySegment) Py.Py_PreInitialize.invokeExact((SegmentAllocator) arena, preconfig), "Py_PreInitialize");
 
             MemorySegment config = arena.allocate(16 * 1024, 16);
             Py.PyConfig_InitIsolatedConfig.invokeExact(config);
             MemorySegment argv = arena.allocate(ADDRESS, 2);
             argv.setAtIndex(ADDRESS, 0, arena.allocateFrom(install.executable().toString()));
             argv.setAtIndex(ADDRESS, 1, MemorySegment.NULL);
-            checkStatus((MemorySegment) Py.PyConfig_SetBytesArgv.invokeExact((java.lang.foreign.SegmentAllocator) arena, config, 1L, argv), "PyConfig_SetBytesArgv");
-            MemorySegment status = (MemorySegment) Py.Py_InitializeFromConfig.invokeExact((java.lang.foreign.SegmentAllocator) arena, config);
+            checkStatus((MemorySegment) Py.PyConfig_SetBytesArgv.invokeExact((SegmentAllocator) arena, config, 1L, argv), "PyConfig_SetBytesArgv");
+            MemorySegment status = (MemorySegment) Py.Py_InitializeFromConfig.invokeExact((SegmentAllocator) arena, config);
             Py.PyConfig_Clear.invokeExact(config);
             checkStatus(status, "Py_InitializeFromConfig");
             Py.checkLayout();
@@ -86,7 +89,7 @@ public final class PythonInterpreter {
         MemorySegment sys = Py.importModule("sys");
         MemorySegment path = Py.getAttr(sys, "path");
         MemorySegment insert = Py.getAttr(path, "insert");
-        List<Path> entries = new java.util.ArrayList<>(pathEntries);
+        List<Path> entries = new ArrayList<>(pathEntries);
         entries.add(gluePath());
         for (int i = 0; i < entries.size(); i++) {
             MemorySegment index = Py.integer(i);
@@ -162,7 +165,7 @@ public final class PythonInterpreter {
      * has started, before it serves: its imports and lifespan startup made most of the objects it will
      * ever have, and they live as long as the process. Without this, each full collection walks them all,
      * tens of thousands of objects for FastAPI, 15 to 21 ms each on this project's machines; they come
-     * every ten thousand requests or so once many requests are in flight (docs/BENCHMARKS.md, issue 14).
+     * every ten thousand requests or so once many requests are in flight (docs/benchmarks/request-path.md).
      * Frozen objects are still freed when their last reference goes; a reference cycle among them that
      * becomes garbage later is never collected.
      */

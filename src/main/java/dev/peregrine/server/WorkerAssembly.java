@@ -11,8 +11,8 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http3.Http3Setup;
-import dev.peregrine.ops.AccessLog;
-import dev.peregrine.ops.metrics.WorkerMetrics;
+import dev.peregrine.accesslog.AccessLog;
+import dev.peregrine.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
 import dev.peregrine.shared.ConnectionShares;
 import dev.peregrine.shared.SharedLayout;
@@ -32,9 +32,13 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollEventLoopGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
+import org.jboss.logging.Logger;
 
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -50,7 +54,7 @@ import java.util.function.Function;
  * registers how to undo it; a step that fails undoes all before it, in reverse, in one place.
  */
 public final class WorkerAssembly {
-    private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger("peregrine");
+    private static final Logger LOG = Logger.getLogger("peregrine");
     /**
      * A start that could not complete: its message is printed, and the process exits with {@code status}.
      * Status 0 is a start cut short by a stop, which is logged as such rather than printed as an error.
@@ -123,12 +127,12 @@ public final class WorkerAssembly {
         // How long each step took, in the debug log: a replaced worker's time to serve is all start-up.
         long begun = System.nanoTime();
         long jvmMillis = ProcessHandle.current().info().startInstant()
-                .map(t -> java.time.Duration.between(t, java.time.Instant.now()).toMillis()).orElse(-1L);
+                .map(t -> Duration.between(t, Instant.now()).toMillis()).orElse(-1L);
         WorkerMetrics metrics;
         try {
             // Before Python starts: a port that is taken is reported at once, with nothing to undo.
             metrics = WorkerMetrics.start(settings.operations().metricsPort(), settings.operations().metricsHost(), System.getenv());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new StartFailure(1, e.getMessage(), "");
         }
         undo.push(metrics::close);
@@ -137,7 +141,7 @@ public final class WorkerAssembly {
         SharedRegion shared;
         try {
             shared = layout == null ? null : layout.forWorker(System.getenv());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new StartFailure(1, "cannot map the workers' shared memory: " + e.getMessage(), "");
         }
 
@@ -217,7 +221,7 @@ public final class WorkerAssembly {
             ConnectionShares shares = null;
             try {
                 shares = ConnectionShares.forWorker(System.getenv(), ConnectionShares.slotsFor(settings.workers().processes()));
-            } catch (java.io.IOException e) {
+            } catch (IOException e) {
                 LOG.warnf("Cannot map the workers' connection counts (%s): this worker accepts without regard to the others' share", e.getMessage());
             }
             gate = new AcceptGate(application, shares);
@@ -285,7 +289,7 @@ public final class WorkerAssembly {
         if (settings.tls().acme() != null) shared.add("ACME certificates");
         if (shared.isEmpty()) return null;
         return SharedStore.open(settings.sharedStore(), String.join(" and ", shared), workers, ioThreads,
-                java.time.Duration.ofMillis(settings.sharedStore().timeoutMillis()), metrics.recorder());
+                Duration.ofMillis(settings.sharedStore().timeoutMillis()), metrics.recorder());
     }
 
     /** What the connections of every transport read of the configuration. */

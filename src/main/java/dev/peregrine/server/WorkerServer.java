@@ -13,6 +13,7 @@ import dev.peregrine.workers.SupervisorLink;
 import org.jboss.logging.Logger;
 import sun.misc.Signal;
 
+import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.util.List;
@@ -163,7 +164,7 @@ public final class WorkerServer {
         if (settings.listen().unix() != null && worker.link() == null) {
             try {
                 Files.deleteIfExists(settings.listen().unix());
-            } catch (java.io.IOException ignored) {
+            } catch (IOException ignored) {
                 // The socket file is left behind; the next start removes it.
             }
         }

@@ -9,6 +9,8 @@ import io.netty.util.concurrent.ScheduledFuture;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * Lettuce's timer (reconnect delays) on the worker's I/O threads: its default, a HashedWheelTimer, is a
@@ -53,7 +55,7 @@ final class LoopTimer implements Timer {
                 task.run(this);
             } catch (Exception e) {
                 // As HashedWheelTimer does: a task's failure is its own, the timer goes on.
-                java.util.logging.Logger.getLogger(LoopTimer.class.getName()).log(java.util.logging.Level.FINE, "a timer task failed", e);
+                Logger.getLogger(LoopTimer.class.getName()).log(Level.FINE, "a timer task failed", e);
             }
         }
 

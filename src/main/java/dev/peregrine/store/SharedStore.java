@@ -1,8 +1,8 @@
 package dev.peregrine.store;
 
 import dev.peregrine.config.SharedStoreSettings;
-import dev.peregrine.ops.metrics.MetricsLayout;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.MetricsLayout;
+import dev.peregrine.metrics.RequestMetrics;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisNoScriptException;
@@ -25,8 +25,11 @@ import io.netty.util.internal.ThreadExecutorMap;
 import org.jboss.logging.Logger;
 
 import java.time.Duration;
+import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -84,7 +87,7 @@ public final class SharedStore implements AutoCloseable {
     private volatile StatefulRedisConnection<byte[], byte[]> connection;
     private final AtomicBoolean failing = new AtomicBoolean();
     private final AtomicLong lastWarning = new AtomicLong(System.nanoTime() - WARNING_INTERVAL);
-    private final java.util.Queue<StatefulRedisPubSubConnection<byte[], byte[]>> subscriptions = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final Queue<StatefulRedisPubSubConnection<byte[], byte[]>> subscriptions = new ConcurrentLinkedQueue<>();
     private volatile boolean closed;
     private final AtomicBoolean flushQueued = new AtomicBoolean();
     /** Until this {@link System#nanoTime}, commands fail at once: the store just let one time out. */
@@ -295,7 +298,7 @@ public final class SharedStore implements AutoCloseable {
         if (closed) return;
         try {
             loops.next().schedule(attempt, RETRY.toMillis(), TimeUnit.MILLISECONDS);
-        } catch (java.util.concurrent.RejectedExecutionException stopping) {
+        } catch (RejectedExecutionException stopping) {
             // The worker's I/O threads are shutting down: so is this store.
         }
     }

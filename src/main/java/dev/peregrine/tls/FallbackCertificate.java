@@ -4,6 +4,7 @@ import dev.peregrine.acme.CertifiedKey;
 import org.bouncycastle.asn1.x500.X500Name;
 import org.bouncycastle.cert.jcajce.JcaX509CertificateConverter;
 import org.bouncycastle.cert.jcajce.JcaX509v3CertificateBuilder;
+import org.bouncycastle.operator.OperatorCreationException;
 import org.bouncycastle.operator.jcajce.JcaContentSignerBuilder;
 import org.jboss.logging.Logger;
 import org.shredzone.acme4j.util.KeyPairUtils;
@@ -52,7 +53,7 @@ final class FallbackCertificate {
                     name, key.getPublic())
                     .build(new JcaContentSignerBuilder("SHA256withECDSA").build(key.getPrivate())));
             return new FallbackCertificate(new CertifiedKey(new X509Certificate[] {certificate}, key.getPrivate()));
-        } catch (GeneralSecurityException | org.bouncycastle.operator.OperatorCreationException e) {
+        } catch (GeneralSecurityException | OperatorCreationException e) {
             throw new IllegalStateException("cannot make the fallback TLS certificate: " + e.getMessage(), e);
         }
     }

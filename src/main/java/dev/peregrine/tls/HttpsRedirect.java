@@ -24,6 +24,7 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.timeout.ReadTimeoutHandler;
 
 import java.net.URI;
+import java.net.URISyntaxException;
 
 /**
  * {@code --redirect-http PORT}: every plain-HTTP request on PORT is sent to the same host and target
@@ -98,7 +99,7 @@ public final class HttpsRedirect extends SimpleChannelInboundHandler<HttpRequest
                 URI parsed = new URI(uri);
                 String path = parsed.getRawPath() == null || parsed.getRawPath().isEmpty() ? "/" : parsed.getRawPath();
                 return parsed.getRawQuery() == null ? path : path + "?" + parsed.getRawQuery();
-            } catch (java.net.URISyntaxException e) {
+            } catch (URISyntaxException e) {
                 return null;
             }
         }

@@ -31,6 +31,11 @@ import org.bouncycastle.openssl.PEMParser;
 import org.bouncycastle.openssl.jcajce.JcaPEMKeyConverter;
 import org.jboss.logging.Logger;
 
+import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
+import java.security.GeneralSecurityException;
+import java.security.cert.CertificateParsingException;
+import javax.naming.InvalidNameException;
 import javax.naming.ldap.LdapName;
 import javax.naming.ldap.Rdn;
 import javax.net.ssl.SSLException;
@@ -324,7 +329,7 @@ public final class TlsContexts {
         } catch (NoSuchFileException e) {
             throw new ConfigException("option '--tls-cert': " + file + " does not exist");
         } catch (IOException e) {
-            throw new ConfigException("option '--tls-cert': cannot read " + file + (e instanceof java.nio.file.AccessDeniedException ? " (permission denied)" : ""));
+            throw new ConfigException("option '--tls-cert': cannot read " + file + (e instanceof AccessDeniedException ? " (permission denied)" : ""));
         } catch (CertificateException e) {
             // The JDK's message names its own classes (a base64 decoder...), which tells a user nothing more.
             throw new ConfigException("option '--tls-cert': " + file + " holds no valid PEM certificate");
@@ -339,7 +344,7 @@ public final class TlsContexts {
      */
     private static PrivateKey readKey(Path file) {
         Object pem;
-        try (Reader reader = Files.newBufferedReader(file, java.nio.charset.StandardCharsets.US_ASCII); PEMParser parser = new PEMParser(reader)) {
+        try (Reader reader = Files.newBufferedReader(file, StandardCharsets.US_ASCII); PEMParser parser = new PEMParser(reader)) {
             pem = parser.readObject();
             while (pem != null && !(pem instanceof PEMKeyPair) && !(pem instanceof PrivateKeyInfo)) {
                 pem = parser.readObject(); // e.g. "EC PARAMETERS" ahead of the key
@@ -371,7 +376,7 @@ public final class TlsContexts {
         };
         boolean matches;
         try {
-            byte[] probe = "peregrine".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+            byte[] probe = "peregrine".getBytes(StandardCharsets.US_ASCII);
             Signature signer = Signature.getInstance(algorithm);
             signer.initSign(key);
             signer.update(probe);
@@ -380,7 +385,7 @@ public final class TlsContexts {
             verifier.initVerify(certificate.getPublicKey());
             verifier.update(probe);
             matches = verifier.verify(signature);
-        } catch (java.security.GeneralSecurityException e) {
+        } catch (GeneralSecurityException e) {
             matches = false;
         }
         if (!matches) {
@@ -398,7 +403,7 @@ public final class TlsContexts {
                     if (entry.size() >= 2 && Integer.valueOf(2).equals(entry.get(0))) names.add(String.valueOf(entry.get(1)).toLowerCase(Locale.ROOT));
                 }
             }
-        } catch (java.security.cert.CertificateParsingException ignored) {
+        } catch (CertificateParsingException ignored) {
             // An unreadable extension names nothing; the CN may still.
         }
         if (names.isEmpty()) {
@@ -406,7 +411,7 @@ public final class TlsContexts {
                 for (Rdn rdn : new LdapName(certificate.getSubjectX500Principal().getName()).getRdns()) {
                     if (rdn.getType().equalsIgnoreCase("CN")) names.add(String.valueOf(rdn.getValue()).toLowerCase(Locale.ROOT));
                 }
-            } catch (javax.naming.InvalidNameException ignored) {
+            } catch (InvalidNameException ignored) {
                 // No usable CN: the certificate is reachable as the default only.
             }
         }

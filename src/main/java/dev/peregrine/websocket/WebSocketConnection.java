@@ -31,6 +31,7 @@ import io.netty.handler.codec.http.websocketx.extensions.WebSocketServerExtensio
 import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -490,6 +491,6 @@ public final class WebSocketConnection extends ChannelInboundHandlerAdapter {
     }
 
     private static ByteBuf text(String body) {
-        return Unpooled.copiedBuffer(body, java.nio.charset.StandardCharsets.UTF_8);
+        return Unpooled.copiedBuffer(body, StandardCharsets.UTF_8);
     }
 }

@@ -18,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongConsumer;
 
 /**
  * The supervisor's control socket, a unix socket in a private directory: each worker connects, gets
@@ -40,7 +41,7 @@ final class ControlServer {
      * @param onReady called with the pid of a worker that reports ready
      */
     ControlServer(EventLoopGroup group, Path socket, int listenerFd, BooleanSupplier listenerOpen, BiConsumer<Long, Channel> onConnected,
-                  java.util.function.LongConsumer onReady) throws InterruptedException {
+                  LongConsumer onReady) throws InterruptedException {
         server = new ServerBootstrap()
                 .group(group)
                 .channel(EpollServerDomainSocketChannel.class)

@@ -1,10 +1,10 @@
 package dev.peregrine.workers;
 
 import dev.peregrine.config.ServerSettings;
-import dev.peregrine.ops.metrics.MetricsExporter;
-import dev.peregrine.ops.metrics.MetricsServer;
-import dev.peregrine.ops.metrics.MetricsStore;
-import dev.peregrine.ops.metrics.WorkerMetrics;
+import dev.peregrine.metrics.MetricsExporter;
+import dev.peregrine.metrics.MetricsServer;
+import dev.peregrine.metrics.MetricsStore;
+import dev.peregrine.metrics.WorkerMetrics;
 import dev.peregrine.shared.SharedRegion;
 
 import java.io.IOException;

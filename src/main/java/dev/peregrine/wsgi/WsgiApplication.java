@@ -6,7 +6,7 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StatusReasons;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.NativeBuffers;
 import dev.peregrine.python.NativeFunction;

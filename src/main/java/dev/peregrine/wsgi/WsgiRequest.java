@@ -6,6 +6,7 @@ import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.python.PythonInterpreter;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
 
 import dev.peregrine.python.Py;
@@ -162,7 +163,7 @@ final class WsgiRequest implements BodyReceiver {
         return spool == null ? -1 : spool.length();
     }
 
-    ByteBuf read(int max, io.netty.buffer.ByteBufAllocator alloc) {
+    ByteBuf read(int max, ByteBufAllocator alloc) {
         SpooledBody spooled;
         synchronized (this) {
             spooled = spool;

@@ -4,7 +4,7 @@ import dev.peregrine.http.RequestCore;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.peregrine.http.HttpSettings;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
 import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.EchoingWebSockets;

@@ -2,6 +2,8 @@ package dev.peregrine.edge.cache;
 
 import dev.peregrine.shared.SharedRegion;
 
+import java.util.function.Consumer;
+
 /**
  * The response cache's storage, in its section of the shared memory that every worker maps: a control
  * line, an index of fixed slots, and a ring of entry records.
@@ -47,12 +49,12 @@ final class CacheStore {
 
     private final SharedRegion area;
     /** Told of each entry the ring's walk freed. */
-    private final java.util.function.Consumer<Slot> onEvicted;
+    private final Consumer<Slot> onEvicted;
     private final int slots;
     private final long ringBase;
     private final long ringBytes;
 
-    CacheStore(SharedRegion area, java.util.function.Consumer<Slot> onEvicted) {
+    CacheStore(SharedRegion area, Consumer<Slot> onEvicted) {
         this.area = area;
         this.onEvicted = onEvicted;
         int wanted = (int) Math.min(1 << 24, Math.max(PROBE, area.size() / BYTES_PER_SLOT));

@@ -6,7 +6,7 @@ import dev.peregrine.edge.EdgeStage;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.store.SharedStore;
 import io.netty.buffer.Unpooled;

@@ -1,7 +1,7 @@
 package dev.peregrine.edge.cache;
 
 import dev.peregrine.edge.ContentCoding;
-import dev.peregrine.ops.metrics.MetricsLayout;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.store.SharedStore;
 import dev.peregrine.store.StoreScript;
 import io.lettuce.core.ScriptOutputType;

@@ -9,7 +9,7 @@ import dev.peregrine.edge.ratelimit.RateLimit;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.UpgradeGate;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.store.SharedStore;

@@ -6,7 +6,7 @@ import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import org.jboss.logging.Logger;

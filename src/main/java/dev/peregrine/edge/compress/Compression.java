@@ -12,7 +12,7 @@ import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;

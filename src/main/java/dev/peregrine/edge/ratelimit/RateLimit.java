@@ -7,7 +7,7 @@ import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.UpgradeGate;
-import dev.peregrine.ops.metrics.RequestMetrics;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.store.SharedStore;
 import io.netty.buffer.Unpooled;

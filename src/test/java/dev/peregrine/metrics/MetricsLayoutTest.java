@@ -1,4 +1,4 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -7,7 +7,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 import java.util.HashSet;
 import java.util.Set;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.*;
+import static dev.peregrine.metrics.MetricsLayout.*;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

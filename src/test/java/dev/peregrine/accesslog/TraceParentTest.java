@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.accesslog;
 
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;

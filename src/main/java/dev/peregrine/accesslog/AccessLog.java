@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.accesslog;
 
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;

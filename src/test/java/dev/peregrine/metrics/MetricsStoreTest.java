@@ -1,4 +1,4 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.*;
+import static dev.peregrine.metrics.MetricsLayout.*;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,8 +1,8 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import java.lang.foreign.MemorySegment;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.*;
+import static dev.peregrine.metrics.MetricsLayout.*;
 
 /**
  * What the transport and the application adapters call to count: one worker's slot of the

@@ -1,5 +1,6 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
+import java.time.Instant;
 import java.util.List;
 
 /**
@@ -29,7 +30,7 @@ public final class AcmeMetrics {
     }
 
     /** {@code domain} is served with a certificate that expires at {@code notAfter}, or with none (null). */
-    public static void serving(String domain, java.time.Instant notAfter) {
+    public static void serving(String domain, Instant notAfter) {
         recorder.certificateExpires(names.indexOf(domain), notAfter == null ? 0 : notAfter.getEpochSecond());
     }
 

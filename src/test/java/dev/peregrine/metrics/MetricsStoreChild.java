@@ -1,4 +1,4 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import java.nio.file.Path;
 

@@ -1,11 +1,11 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import org.junit.jupiter.api.Test;
 
 import java.util.concurrent.TimeUnit;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.HTTP_1_0;
-import static dev.peregrine.ops.metrics.MetricsLayout.HTTP_1_1;
+import static dev.peregrine.metrics.MetricsLayout.HTTP_1_0;
+import static dev.peregrine.metrics.MetricsLayout.HTTP_1_1;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

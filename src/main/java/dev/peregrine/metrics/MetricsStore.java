@@ -1,4 +1,4 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -11,8 +11,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.*;
+import static dev.peregrine.metrics.MetricsLayout.*;
 
 /**
  * The server's counters in one fixed-layout memory area: a header, then one slot per worker process.
@@ -52,7 +53,7 @@ public final class MetricsStore {
     public static MetricsStore create(Path file, int slots) throws IOException {
         requireSlots(slots);
         Files.deleteIfExists(file);
-        try (FileChannel channel = FileChannel.open(file, java.util.Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+        try (FileChannel channel = FileChannel.open(file, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
                 StandardOpenOption.WRITE), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")))) {
             // Mapping past the end grows the file with zeros.
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, byteSize(slots), Arena.ofAuto());

@@ -1,4 +1,4 @@
-package dev.peregrine.ops.metrics;
+package dev.peregrine.metrics;
 
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
@@ -11,9 +11,10 @@ import io.prometheus.metrics.model.snapshots.MetricSnapshot;
 import io.prometheus.metrics.model.snapshots.Unit;
 
 import java.util.BitSet;
+import java.util.List;
 import java.util.function.ToDoubleFunction;
 
-import static dev.peregrine.ops.metrics.MetricsLayout.*;
+import static dev.peregrine.metrics.MetricsLayout.*;
 
 /**
  * Presents a {@link MetricsStore} as Prometheus metrics through Micrometer. Every meter reads the
@@ -115,7 +116,7 @@ public final class MetricsExporter {
     }
 
     private void registerCertificateSeries() {
-        java.util.List<String> names = AcmeMetrics.registered();
+        List<String> names = AcmeMetrics.registered();
         for (int name = acmeSeries; name < names.size(); name++) {
             String domain = names.get(name);
             int expiry = CERTIFICATE_EXPIRY + name;

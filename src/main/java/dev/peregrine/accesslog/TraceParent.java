@@ -1,4 +1,4 @@
-package dev.peregrine.ops;
+package dev.peregrine.accesslog;
 
 /**
  * The W3C Trace Context {@code traceparent} header ({@code --trace-context}): version-trace_id-parent_id-flags,
