@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port, poll
 from test_acme import (ISSUANCE_TIMEOUT, NAME, acme_ca, acme_options, handshake, not_before_after, orders, pebble_https,  # noqa: F401
-                       scrape, serial_of, try_handshake)
+                       scrape, serial_number, serial_of, try_handshake)
 from test_shared_store import STORE_TESTS, redis_factory  # noqa: F401
 from test_workers import wait_workers
 
@@ -60,6 +60,11 @@ def test_replicas_without_a_common_directory_place_one_order_through_the_store_a
     for p, server in ((other_port, second), (port, first)):
         assert poll(lambda: try_handshake(p, NAME, cafile=root), timeout=ISSUANCE_TIMEOUT), server.output()[-4000:]
     der = handshake(port, NAME, cafile=root)[0]
+    # Every process serves it once those that did not order (the first replica, and the second's other
+    # worker) have taken it from the store: a handshake may land on either worker of the second.
+    stored = "ACME: certificate for test.example (serial %x) stored by another process" % serial_number(der)
+    assert poll(lambda: stored in first.output() and stored in second.output(), timeout=10), \
+        (first.output()[-2000:], second.output()[-3000:])
     assert serial_of(der) == serial_of(handshake(other_port, NAME, cafile=root)[0])
     assert pebble.output().count("POST /order-plz") == 1, pebble.output()[-4000:]
     assert "ACME: answering tls-alpn-01" not in first.output(), "the replica on Pebble's port answered a challenge it did not make"

@@ -181,7 +181,7 @@ public final class CertificateManager {
             storage.saveCertificate(domain.name, certified);
             domain.backoff = Backoff.NONE;
             storage.clearBackoff(domain.name);
-            refresh(domain);
+            refresh(domain, true);
             AcmeMetrics.count(domain.name, true);
             LOG.infof("ACME: certificate for %s issued (serial %s, valid until %s), serving it from now on",
                     domain.name, certified.serial(), certified.notAfter());
@@ -250,6 +250,11 @@ public final class CertificateManager {
      * When the storage has none while this process serves a valid one, it is given back to the storage.
      */
     private void refresh(Domain domain) {
+        refresh(domain, false);
+    }
+
+    /** {@code ordered}: the certificate is the one this process just stored, which its caller reports. */
+    private void refresh(Domain domain, boolean ordered) {
         synchronized (domains) {
             Object version;
             try {
@@ -276,7 +281,13 @@ public final class CertificateManager {
                 domain.renewalInfoFailures = 0;
                 domain.advice = null;
                 AcmeMetrics.serving(domain.name, certified.notAfter());
-                if (renewed) LOG.infof("ACME: new certificate for %s (serial %s) in use for new connections", domain.name, certified.serial());
+                if (renewed) {
+                    LOG.infof("ACME: new certificate for %s (serial %s) in use for new connections", domain.name, certified.serial());
+                } else if (!ordered && scheduler != null) {
+                    // Before start() the certificates read are reported there, as cached ones.
+                    LOG.infof("ACME: certificate for %s (serial %s) stored by another process, serving it from now on",
+                            domain.name, certified.serial());
+                }
             } catch (IOException e) {
                 // What is in memory (if anything) stays in use until the new certificate arrives.
                 LOG.errorf("ACME: %s; a new certificate will be ordered", e.getMessage());
