@@ -11,17 +11,15 @@ import os
 import signal
 import time
 
-import pytest
-
+import test_acme
 from conftest import free_port, poll
 from test_acme import (ISSUANCE_TIMEOUT, NAME, acme_ca, acme_options, handshake, not_before_after, orders, pebble_https,  # noqa: F401
                        scrape, serial_number, serial_of, try_handshake)
 from test_shared_store import STORE_TESTS, redis_factory  # noqa: F401
 from test_workers import wait_workers
 
-pytestmark = STORE_TESTS + [
-    pytest.mark.skipif(not os.path.exists("/usr/bin/pebble"), reason="Debian's pebble package is not installed (bin/test installs it)"),
-]
+# The store's marks and the ACME tests' own (Debian's pebble and pebble-challtestsrv, which bin/test installs).
+pytestmark = STORE_TESTS + test_acme.pytestmark
 
 APP = "tls_app:app"
 
