@@ -16,6 +16,10 @@ hits them alike. wrk -t1, medians over the rounds of req/s and p99, errors (sock
 CPU of the server's process tree and of PostgreSQL's per request, peak RSS of the server's tree; the ratios of
 Peregrine's req/s to each peer's. Test types: json, plaintext, db, queries (20), fortunes, updates (20); Django only
 db and fortunes. Plaintext is not pipelined here (the benchmark's own runs pipeline it 16 deep).
+
+Before each application's first phase, with no server running, the application alone (bench/lib/workload_floor.py)
+is measured against the same PostgreSQL: its own CPU per request, the least any server's application thread can
+spend. The results set it beside Peregrine's application thread and each server's whole process.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -105,10 +110,13 @@ def parse_args(argv):
     p.add_argument("--pool-size", type=int, default=16, help="asyncpg pool of the FastAPI app, per worker process")
     p.add_argument("--timeout", type=float, default=5, help="wrk's per-request timeout in seconds")
     p.add_argument("--pause", type=float, default=0.5, help="seconds of rest between two loads")
+    p.add_argument("--floor-duration", type=float, default=3,
+                   help="seconds of each of the 3 runs of the application alone, per test type; 0 skips it")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.duration, args.warmup = 1, 2, 1
+        args.floor_duration = min(args.floor_duration, 1)
     args.conns = [int(x) for x in args.conns.split(",") if x.strip()]
     args.workers = [int(x) for x in args.workers.split(",") if x.strip()]
     args.apps = [a.strip() for a in args.apps.split(",") if a.strip()]
@@ -238,13 +246,38 @@ def run_phase(servers: list[Server], args, pg: Postgres) -> None:
                               f"ms/req, PostgreSQL {c.fmt(m['pg_cpu_s_per_1k'], 3)} ms/req  peak RSS {m['peak_rss_mib']:.0f} MiB")
 
 
+def measure_floor(app: str, args, env: dict) -> dict:
+    """The application alone against PostgreSQL, per test type (see workload_floor.py); {} when it fails."""
+    tests = ",".join(f"{t}={TESTS[t]}" for t in tests_of(app, args))
+    kind = "asgi" if app == "fastapi" else "wsgi"
+    cmd = [str(c.VENV / "bin" / "python"), str(Path(__file__).resolve().parent / "workload_floor.py"), kind,
+           APPS[app][0], "--tests", tests, "--concurrency", str(args.conns[0]), "--duration", str(args.floor_duration)]
+    c.log(f"bench: {app} alone, no server: {args.floor_duration:g} s x 3 per test type")
+    try:
+        run = subprocess.run(cmd, cwd=WORKLOADS_DIR, env=env, capture_output=True, text=True,
+                             timeout=60 + 5 * args.floor_duration * len(tests_of(app, args)))
+    except subprocess.TimeoutExpired:
+        c.log(f"bench: {app} alone did not finish")
+        return {}
+    if run.returncode != 0:
+        c.log(f"bench: {app} alone failed:\n{run.stderr[-2000:]}")
+        return {}
+    floors = {}
+    for line in run.stdout.splitlines():
+        figure = json.loads(line)
+        floors[figure["test"]] = figure
+        c.log(f"floor  {app:<8} {figure['test']:<9} {figure['rps']:>8.0f} calls/s  {figure['cpu_us_per_req']:.0f} us of CPU per call")
+    return floors
+
+
 def summarize(servers: list[Server]) -> dict:
     out = {}
     for s in servers:
         for (test, conns), rounds in s.results.items():
             ok = [m for m in rounds if "failed" not in m]
             if ok:
-                out.setdefault(s.key, {})[f"{test}@{conns}"] = c.summarize_rounds(ok, ("pg_cpu_s_per_1k",))
+                out.setdefault(s.key, {})[f"{test}@{conns}"] = c.summarize_rounds(
+                    ok, ("pg_cpu_s_per_1k", "py_cpu_us_per_req"))
     return out
 
 
@@ -268,7 +301,34 @@ def ratios(servers: list[Server], summary: dict, args) -> list[dict]:
     return out
 
 
-def markdown(servers, summary, ratio_rows, machine, args, complete) -> str:
+def floor_markdown(app: str, workers: int, group: list[Server], summary: dict, floors: dict, args) -> list[str]:
+    """CPU per request beside the application's own: where a server's time goes, and the most it can lead by."""
+    conns = args.conns[0]
+    rows = []
+    for test in tests_of(app, args):
+        floor = floors.get(test)
+        if not floor:
+            continue
+        pere = summary.get(f"{app}/peregrine/w{workers}", {}).get(f"{test}@{conns}", {})
+        cells = [test, f"{floor['cpu_us_per_req']:.0f}", c.fmt(pere.get("py_cpu_us_per_req"), 0)]
+        for s in group:
+            r = summary.get(s.key, {}).get(f"{test}@{conns}")
+            cells.append("" if not r or not r["cpu_s_per_1k"] else
+                         f"{r['cpu_s_per_1k'] * 1000:.0f} ({r['cpu_s_per_1k'] * 1000 / floor['cpu_us_per_req']:.2f}x)")
+        rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return [f"CPU per request at {conns} connections, in µs: the application alone (no server, "
+            f"{'as many requests at once' if app == 'fastapi' else 'one call after another'}), Peregrine's "
+            "application thread, and each server's whole process (in brackets, over the application alone). With one "
+            "worker a server serves at most one request per its application thread's CPU per request, and a "
+            "single-threaded peer one per its process's: the bracket of a peer is the most Peregrine can lead it by, "
+            "and only while the machine has cores to spare for PostgreSQL, wrk and Peregrine's I/O threads.", "",
+            "| Test | App alone | Peregrine app thread | " + " | ".join(f"{s.name} process" for s in group) + " |",
+            "| --- | ---: | ---: | " + " | ".join("---:" for _ in group) + " |", *rows, ""]
+
+
+def markdown(servers, summary, ratio_rows, machine, args, complete, floors=None) -> str:
     workers_text = " and ".join(f"{w} worker{'s' if w > 1 else ''}" for w in args.workers)
     lines = [f"### TechEmpower test types with PostgreSQL, {workers_text} each ({machine['started']})", ""]
     if not complete:
@@ -311,6 +371,8 @@ def markdown(servers, summary, ratio_rows, machine, args, complete) -> str:
                                      f"{r['errors']:g} | {c.fmt(r['cpu_s_per_1k'], 3)} | {c.fmt(r['pg_cpu_s_per_1k'], 3)} | "
                                      f"{r['peak_rss_mib']:.0f} | {ratio} |")
             lines.append("")
+            if floors and floors.get(app):
+                lines += floor_markdown(app, workers, group, summary, floors[app], args)
     if ratio_rows:
         peers = []
         for app in args.apps:
@@ -346,6 +408,7 @@ def main(argv=None) -> int:
     phases = [[Server(app, name, w) for name in APPS[app][1]] for w in args.workers for app in args.apps]
     servers = [s for phase in phases for s in phase]
     complete = False
+    floors: dict = {}  # app -> test -> the application alone (measure_floor)
     # Connections: the largest phase's servers at once, and a few for psql.
     max_connections = max(sum(s.db_connections(args) for s in phase) for phase in phases) + 20
     try:
@@ -361,6 +424,9 @@ def main(argv=None) -> int:
                 c.log(f"bench: PostgreSQL on {pg.dsn}, World and Fortune loaded")
                 env = c.child_env(BENCH_PG_DSN=pg.dsn, BENCH_PG_POOL_SIZE=str(args.pool_size))
                 for phase in phases:
+                    app = phase[0].app
+                    if args.floor_duration > 0 and app not in floors:
+                        floors[app] = measure_floor(app, args, env)
                     start(phase, args, env, log_dir)
                     if "java" not in machine:
                         for s in phase:
@@ -380,12 +446,12 @@ def main(argv=None) -> int:
 
     summary = summarize(servers)
     ratio_rows = ratios(servers, summary, args)
-    md = markdown(servers, summary, ratio_rows, machine, args, complete)
+    md = markdown(servers, summary, ratio_rows, machine, args, complete, floors)
     result = {"machine": machine, "complete": complete,
               "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "servers": {s.key: {"command": s.command(args), "error": s.error, "bad_tests": s.bad_tests,
                                   "rounds": {f"{t}@{n}": v for (t, n), v in s.results.items()}} for s in servers},
-              "summary": summary, "ratios": ratio_rows, "loadavg_at_end": list(os.getloadavg())}
+              "summary": summary, "ratios": ratio_rows, "floors": floors, "loadavg_at_end": list(os.getloadavg())}
     c.write_results(args.out, f"workloads-{stamp}", result, md, f"Server logs: {log_dir}")
     return 0
 
