@@ -204,7 +204,7 @@ public final class WorkerAssembly {
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         // One I/O thread per worker: in a free-threaded process, the worker threads share the I/O threads.
         int ioThreads = settings.workers().freeThreaded() ? settings.workers().workers() : 1;
-        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(ioThreads) : new NioEventLoopGroup(ioThreads);
+        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(ioThreads, PollBeforeSleep.FACTORY) : new NioEventLoopGroup(ioThreads);
         undo.push(() -> {
             acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
