@@ -22,6 +22,7 @@ import io.netty.util.concurrent.ScheduledFuture;
 
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -51,7 +52,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
      * UPGRADING: a WebSocket handshake waits for the application to accept or deny it; nothing is read meanwhile.
      * LINGERING: the last answer is written, and what the client still sends is read and dropped until it stops.
      */
-    enum State { HEAD, BODY, RESPONDING, UPGRADING, LINGERING, CLOSED }
+    private enum State { HEAD, BODY, RESPONDING, UPGRADING, LINGERING, CLOSED }
 
     private final RequestCore core;
     private final HttpSettings settings;
@@ -63,11 +64,12 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
     /** Made on the first chunked request: most connections never see one, and idle ones should cost little. */
     private ChunkedDecoder chunkedDecoder;
 
-    // The exchange of the current request reads and moves these too (Http1Exchange).
-    ChannelHandlerContext ctx;
-    ByteBuf input = Unpooled.EMPTY_BUFFER;
-    State state = State.HEAD;
-    Http1Exchange current;
+    private ChannelHandlerContext ctx;
+    /** What the client sent that is not consumed yet: a head, the current request's body, pipelined requests. */
+    private ByteBuf input = Unpooled.EMPTY_BUFFER;
+    private State state = State.HEAD;
+    /** The exchange of the request being served; null between requests and once it broke off. */
+    private Http1Exchange current;
     private WebSocketConnection upgrading;
     private boolean readPending;
     private long lastProgress;
@@ -329,7 +331,7 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         });
     }
 
-    private void close() {
+    void close() {
         state = State.CLOSED;
         ctx.close();
     }
@@ -340,9 +342,47 @@ public final class Http1Connection extends ChannelInboundHandlerAdapter {
         input = Unpooled.EMPTY_BUFFER;
     }
 
-    ChunkedDecoder chunkedDecoder() {
+    // ---- what the exchange of the current request asks of its connection; the state stays here ----
+
+    /** Whether {@code exchange} is still the request served: once it finished or broke off, its late calls change nothing. */
+    boolean serves(Http1Exchange exchange) {
+        return current == exchange;
+    }
+
+    /** {@code exchange} broke off (its body broke, the application aborted): the close and the timeouts leave it alone. */
+    void drop(Http1Exchange exchange) {
+        if (current == exchange) current = null;
+    }
+
+    /** Whether the body is still being read, so that the application's demand can be met from the wire. */
+    boolean readingBody() {
+        return state == State.BODY;
+    }
+
+    /** The body was all handed to the application: what arrives now is watched only for the client leaving. */
+    void bodyDelivered() {
+        state = State.RESPONDING;
+    }
+
+    boolean hasBufferedInput() {
+        return input.isReadable();
+    }
+
+    ByteBuf takeBody(long max) {
+        return input.readRetainedSlice((int) Math.min(max, input.readableBytes()));
+    }
+
+    /** Decodes the chunked body buffered so far into {@code pieces}; true once its last chunk and trailer are read. */
+    boolean decodeChunks(List<ByteBuf> pieces) throws HttpParseException {
         if (chunkedDecoder == null) chunkedDecoder = new ChunkedDecoder(4096, 8192);
-        return chunkedDecoder;
+        return chunkedDecoder.decode(input, pieces);
+    }
+
+    /** Skips {@code bytes} of body nobody will read, so that the next request can follow; false when they are not all here yet. */
+    boolean skipBody(long bytes) {
+        if (input.readableBytes() < bytes) return false;
+        input.skipBytes((int) bytes);
+        return true;
     }
 
     void read() {

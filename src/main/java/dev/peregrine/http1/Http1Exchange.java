@@ -76,9 +76,9 @@ final class Http1Exchange extends LoopExchange {
     }
 
     private void demandOnLoop() {
-        if (disconnected() || connection.current != this) return;
+        if (disconnected() || !connection.serves(this)) return;
         demanded = true;
-        if (connection.state == Http1Connection.State.BODY) pump();
+        if (connection.readingBody()) pump();
     }
 
     /** Whether the whole body has been read off the wire: what the client sends next is the next request. */
@@ -92,12 +92,12 @@ final class Http1Exchange extends LoopExchange {
 
     /** Delivers buffered body to the receiver while it has asked for some; reads when it needs more. */
     void pump() {
-        while (demanded && receiver() != null && connection.current == this) {
+        while (demanded && receiver() != null && connection.serves(this)) {
             if (bodyEnded) {
                 if (!endDelivered) {
                     endDelivered = true;
                     demanded = false;
-                    connection.state = Http1Connection.State.RESPONDING;
+                    connection.bodyDelivered();
                     receiver().onBodyEnd();
                     connection.readAheadForClose();
                 }
@@ -107,7 +107,7 @@ final class Http1Exchange extends LoopExchange {
                 continueSent = true;
                 ctx.writeAndFlush(ResponseEncoder.continueResponse());
             }
-            if (!connection.input.isReadable()) {
+            if (!connection.hasBufferedInput()) {
                 connection.read();
                 return;
             }
@@ -115,7 +115,7 @@ final class Http1Exchange extends LoopExchange {
             if (head.chunked()) {
                 List<ByteBuf> pieces = new ArrayList<>(2);
                 try {
-                    bodyEnded = connection.chunkedDecoder().decode(connection.input, pieces);
+                    bodyEnded = connection.decodeChunks(pieces);
                 } catch (HttpParseException e) {
                     pieces.forEach(ByteBuf::release);
                     bodyError(e.status(), e.getMessage());
@@ -124,9 +124,8 @@ final class Http1Exchange extends LoopExchange {
                 if (pieces.isEmpty()) continue;
                 data = pieces.size() == 1 ? pieces.get(0) : ctx.alloc().compositeBuffer(pieces.size()).addComponents(true, pieces);
             } else {
-                int n = (int) Math.min(bodyRemaining, connection.input.readableBytes());
-                data = connection.input.readRetainedSlice(n);
-                bodyRemaining -= n;
+                data = connection.takeBody(bodyRemaining);
+                bodyRemaining -= data.readableBytes();
                 bodyEnded = bodyRemaining == 0;
             }
             bodyReceived += data.readableBytes();
@@ -143,11 +142,10 @@ final class Http1Exchange extends LoopExchange {
     /** The body broke its framing or its limit: answer it ourselves if we still can, and close. */
     private void bodyError(int status, String reason) {
         boolean answered = headSent;
-        connection.current = null;
+        connection.drop(this);
         cutByServer();
         if (answered) {
-            connection.state = Http1Connection.State.CLOSED;
-            ctx.close();
+            connection.close();
         } else {
             connection.refuse(Refusal.of(status, reason), head);
         }
@@ -170,19 +168,14 @@ final class Http1Exchange extends LoopExchange {
         if (head.chunked()) {
             List<ByteBuf> pieces = new ArrayList<>();
             try {
-                boolean complete = connection.chunkedDecoder().decode(connection.input, pieces);
-                return complete;
+                return connection.decodeChunks(pieces);
             } catch (HttpParseException e) {
                 return false;
             } finally {
                 pieces.forEach(ByteBuf::release);
             }
         }
-        if (bodyRemaining <= SKIPPABLE_BODY && connection.input.readableBytes() >= bodyRemaining) {
-            connection.input.skipBytes((int) bodyRemaining);
-            return true;
-        }
-        return false;
+        return bodyRemaining <= SKIPPABLE_BODY && connection.skipBody(bodyRemaining);
     }
 
     @Override
@@ -286,13 +279,12 @@ final class Http1Exchange extends LoopExchange {
     }
 
     private void abortOnLoop() {
-        if (done && connection.current != this) return;
-        boolean wasCurrent = connection.current == this;
+        boolean wasCurrent = connection.serves(this);
+        if (done && !wasCurrent) return;
         cut();
         if (wasCurrent) {
-            connection.current = null;
-            connection.state = Http1Connection.State.CLOSED;
-            ctx.close();
+            connection.drop(this);
+            connection.close();
         }
     }
 

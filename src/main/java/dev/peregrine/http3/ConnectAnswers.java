@@ -33,7 +33,7 @@ final class ConnectAnswers {
     static ByteBuf headersFrame(ByteBufAllocator alloc, Http3Connection connection, ResponseHead response, long completeSize) {
         DefaultHttp3Headers headers = new DefaultHttp3Headers(false);
         headers.status(Integer.toString(response.status()));
-        FieldListResponses.fill(headers, response, completeSize, null, connection.settings.tlsHeaders());
+        FieldListResponses.fill(headers, response, completeSize, null, connection.settings().tlsHeaders());
         return QpackLiterals.headersFrame(alloc, headers);
     }
 

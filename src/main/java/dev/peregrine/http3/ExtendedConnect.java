@@ -89,7 +89,7 @@ final class ExtendedConnect extends ChannelInboundHandlerAdapter {
         long length = Varint.read(held);
         int payloadStart = held.readerIndex();
         held.readerIndex(at);
-        if (length > connection.settings.maxHeadSize()) {
+        if (length > connection.settings().maxHeadSize()) {
             passOn(ctx); // the codec refuses it for its size
             return;
         }

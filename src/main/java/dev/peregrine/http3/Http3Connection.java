@@ -1,13 +1,19 @@
 package dev.peregrine.http3;
 
+import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.RequestCore;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.Connections;
 import dev.peregrine.http.Connections.DrainEvent;
+import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Varint;
 import dev.peregrine.webtransport.WebTransportApplication;
+import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketApplication;
+import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
@@ -16,6 +22,7 @@ import io.netty.incubator.codec.http3.DefaultHttp3GoAwayFrame;
 import io.netty.incubator.codec.http3.Http3;
 import io.netty.incubator.codec.http3.Http3ErrorCode;
 import io.netty.incubator.codec.http3.Http3Exception;
+import io.netty.incubator.codec.http3.Http3Headers;
 import io.netty.incubator.codec.quic.QuicChannel;
 import io.netty.incubator.codec.quic.QuicStreamChannel;
 import io.netty.incubator.codec.quic.QuicStreamType;
@@ -43,15 +50,15 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     /** How long a draining connection without requests stays open, for a request already on its way. */
     private static final long DRAIN_IDLE_MILLIS = 250;
 
-    final RequestCore core;
-    final HttpSettings settings;
-    final Connections connections;
-    final int spareBytes;
-    final int spareHeaders;
+    private final RequestCore core;
+    private final HttpSettings settings;
+    private final Connections connections;
+    private final int spareBytes;
+    private final int spareHeaders;
     /** Where WebTransport sessions go; null when the application cannot take them (they get 501). */
-    final WebTransportApplication webTransport;
+    private final WebTransportApplication webTransport;
     /** Where WebSockets (RFC 9220) go; null when they are refused (WSGI, --no-websockets: 501). */
-    final WebSocketApplication webSockets;
+    private final WebSocketApplication webSockets;
     private final Set<Http3Stream> streams = new LinkedHashSet<>();
     /** The streams that carry a WebSocket: the drain reaches them, and they keep the connection from idling. */
     private final Set<QuicStreamChannel> webSocketStreams = new LinkedHashSet<>();
@@ -59,9 +66,9 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
 
     private ChannelHandlerContext ctx;
     private QuicChannel quic;
-    InetSocketAddress peer;
-    InetSocketAddress local;
-    boolean peerIsTrustedProxy;
+    private InetSocketAddress peer;
+    private InetSocketAddress local;
+    private boolean peerIsTrustedProxy;
     private long lastActivity = System.nanoTime();
     /** The highest request stream id seen, for GOAWAY; -1 before the first. */
     private long lastStreamId = -1;
@@ -195,6 +202,71 @@ final class Http3Connection extends ChannelInboundHandlerAdapter {
     /** Decides an extended CONNECT (a WebSocket's, a WebTransport session's) from this connection's peer ({@link RequestCore#decideUpgrade}). */
     void decideUpgrade(HttpRequestHead head, EventExecutor loop, RequestCore.UpgradeDecision then) {
         core.decideUpgrade(head, peer, peerIsTrustedProxy, loop, then);
+    }
+
+    // ---- what its request streams, WebSockets and WebTransport sessions ask of the connection ----
+
+    InetSocketAddress peer() { return peer; }
+    InetSocketAddress local() { return local; }
+    HttpSettings settings() { return settings; }
+    /** For the request streams' exchanges, which report to the request core themselves. */
+    RequestCore core() { return core; }
+
+    /** A HEADERS frame's fields as a request head, with room for the headers the options add to it. */
+    RequestHead requestHead(Http3Headers fields) throws FieldListRequests.Malformed {
+        return FieldListRequests.build(fields, fields.method(), fields.scheme(), fields.path(), fields.authority(), false,
+                spareBytes, spareHeaders);
+    }
+
+    /** Hands a request to the request core, which believes its forwarding headers only from a trusted proxy. */
+    void start(LoopExchange exchange, RequestHead head) {
+        core.start(exchange, head, peerIsTrustedProxy);
+    }
+
+    /** {@link RequestCore#refused}, as HTTP/3. */
+    void refused(HttpRequestHead head, int status, long startNanos, long bytes) {
+        core.refused(head, MetricsLayout.HTTP_3, status, startNanos, bytes);
+    }
+
+    /** {@link RequestCore#upgradeAnswered}, as HTTP/3: a WebSocket's or a WebTransport session's handshake. */
+    void upgradeAnswered(HttpRequestHead head, InetSocketAddress client, int status, long bytes, long startNanos) {
+        core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, status, bytes, startNanos);
+    }
+
+    boolean takesWebSockets() {
+        return webSockets != null;
+    }
+
+    /** The WebSocket side of a handshake on {@code stream}, which counts itself as a request in flight. */
+    WebSocketConnection webSocket(HttpUpgrade http, QuicStreamChannel stream, HttpRequestHead head, String scheme, InetSocketAddress client) {
+        return new WebSocketConnection(http, stream, head, "3", scheme, client, settings.webSocket(), connections);
+    }
+
+    /** Lets the application accept or deny the handshake of {@code webSocket}. */
+    void startWebSocket(WebSocketConnection webSocket) {
+        webSocket.begin(webSockets);
+    }
+
+    boolean takesWebTransport() {
+        return webTransport != null;
+    }
+
+    /** Hands a session whose CONNECT may proceed to the application, which accepts or refuses it. */
+    void startSession(Http3WebTransport session) {
+        webTransport.dispatch(session);
+    }
+
+    /** A session handed to the application counts as a request in flight, which the drain waits for. */
+    void countSession() {
+        connections.requestStarted();
+    }
+
+    void uncountSession() {
+        connections.requestEnded();
+    }
+
+    void datagramDropped() {
+        core.metrics().webTransportDatagramDropped();
     }
 
     /** A WebSocket's CONNECT stream was handed to the application. */

@@ -83,21 +83,20 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         Http3Headers headers = frame.headers();
         RequestHead head;
         try {
-            head = FieldListRequests.build(headers, headers.method(), headers.scheme(), headers.path(), headers.authority(), false,
-                    connection.spareBytes, connection.spareHeaders);
+            head = connection.requestHead(headers);
         } catch (FieldListRequests.Malformed e) {
             finished = true;
             connection.ended(this);
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
             return;
         }
-        Refusal refusal = connection.core.check(head);
+        Refusal refusal = connection.core().check(head);
         if (refusal != null) {
             refuse(head, refusal, System.nanoTime());
             return;
         }
         exchange = new Exchange(head);
-        connection.core.start(exchange, head, connection.peerIsTrustedProxy);
+        connection.start(exchange, head);
     }
 
     @Override
@@ -147,7 +146,7 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         if (exchange != null) exchange.cut();
-        LOG.debugf("HTTP/3 stream from %s: %s", connection.peer, cause.toString());
+        LOG.debugf("HTTP/3 stream from %s: %s", connection.peer(), cause.toString());
         // Netty has closed the connection for its protocol errors (its own handler would log each at ERROR,
         // for any client to trigger); anything else, such as fields its QPACK decoder chokes on, resets the stream.
         if (cause instanceof Http3Exception || cause instanceof QuicException) return;
@@ -187,13 +186,13 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         ctx.writeAndFlush(new DefaultHttp3DataFrame(Unpooled.wrappedBuffer(refusal.body()))).addListener(QuicStreamChannel.SHUTDOWN_OUTPUT);
         stopBody();
         connection.ended(this);
-        connection.core.refused(head, MetricsLayout.HTTP_3, refusal.status(), startNanos, refusal.body().length);
+        connection.refused(head, refusal.status(), startNanos, refusal.body().length);
     }
 
     private Http3Headers headers(ResponseHead response, long completeSize, AsciiString requestId) {
         DefaultHttp3Headers headers = new DefaultHttp3Headers(false);
         headers.status(HttpResponseStatus.valueOf(response.status()).codeAsText());
-        return FieldListResponses.fill(headers, response, completeSize, requestId, connection.settings.tlsHeaders());
+        return FieldListResponses.fill(headers, response, completeSize, requestId, connection.settings().tlsHeaders());
     }
 
 
@@ -214,11 +213,11 @@ final class Http3Stream extends Http3RequestStreamInboundHandler {
         private ChannelFuture lastWrite;
 
         Exchange(RequestHead head) {
-            super(channel, connection.peer, connection.core, head, MetricsLayout.HTTP_3);
+            super(channel, connection.peer(), connection.core(), head, MetricsLayout.HTTP_3);
         }
 
         @Override public String httpVersion() { return "3"; }
-        @Override public InetSocketAddress localAddress() { return connection.local; }
+        @Override public InetSocketAddress localAddress() { return connection.local(); }
 
         @Override
         protected ByteBuf take(ByteBuf data) {

@@ -5,7 +5,6 @@ import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Varint;
 import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketConnection;
@@ -72,8 +71,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         this.startNanos = System.nanoTime();
         channel.config().setAutoRead(false);
         try {
-            head = FieldListRequests.build(fields, fields.method(), fields.scheme(), fields.path(), fields.authority(), false,
-                    connection.spareBytes, connection.spareHeaders);
+            head = connection.requestHead(fields);
         } catch (FieldListRequests.Malformed e) {
             answered = true;
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
@@ -86,7 +84,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
 
     private void begin() {
         if (answered || !channel.isActive()) return;
-        if (connection.webSockets == null) {
+        if (!connection.takesWebSockets()) {
             refuse(Refusal.of(501, "WebSocket is not supported"));
             return;
         }
@@ -105,12 +103,11 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
     private void open(ForwardedHeaders.Origin origin) {
         connection.webSocketOpened(channel);
         channel.closeFuture().addListener(closed -> connection.webSocketEnded(channel));
-        WebSocketConnection webSocket = new WebSocketConnection(this, channel, head, "3", origin.scheme(), client,
-                connection.settings.webSocket(), connection.connections);
+        WebSocketConnection webSocket = connection.webSocket(this, channel, head, origin.scheme(), client);
         // Before the accept the WebSocket side is not in the pipeline: it hears of a reset from here.
         // Deferred, so that a close code being handled when the channel closes reaches the application first.
         channel.closeFuture().addListener(closed -> ctx.executor().execute(webSocket::httpClosed));
-        webSocket.begin(connection.webSockets);
+        connection.startWebSocket(webSocket);
         if (channel.isActive()) ctx.read();
     }
 
@@ -125,14 +122,14 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         answered = true;
         int size = body == null ? 0 : body.readableBytes();
         writeAnswer(response, body);
-        connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, response.status(), size, startNanos);
+        connection.upgradeAnswered(head, client, response.status(), size, startNanos);
     }
 
     /** A refusal of the server's own, not a handshake's answer: counted, as over HTTP/2, but not logged. */
     private void refuse(Refusal refusal) {
         answered = true;
         writeAnswer(refusal.head(), Unpooled.wrappedBuffer(refusal.body()));
-        connection.core.refused(head, MetricsLayout.HTTP_3, refusal.status(), startNanos, refusal.body().length);
+        connection.refused(head, refusal.status(), startNanos, refusal.body().length);
     }
 
     /** A complete response, then the stream's end (Netty's close sends the FIN, and STOP_SENDING for a client still sending). */
@@ -146,7 +143,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
         answered = true;
         ctx.writeAndFlush(ConnectAnswers.headersFrame(ctx.alloc(), connection, response, -1));
         switched = true;
-        connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, response.status(), 0, startNanos);
+        connection.upgradeAnswered(head, client, response.status(), 0, startNanos);
         // What the client sent meanwhile comes back through this handler, now read as frames.
         ByteBuf early = pending;
         pending = null;
@@ -155,7 +152,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
 
     @Override
     public InetSocketAddress serverAddress() {
-        return connection.local;
+        return connection.local();
     }
 
     // ---- reading ----
@@ -209,13 +206,13 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
             }
             long length = Varint.read(bytes);
             if (type == HEADERS) {
-                LOG.debugf("HTTP/3 WebSocket stream from %s: a HEADERS frame after the CONNECT's", connection.peer);
+                LOG.debugf("HTTP/3 WebSocket stream from %s: a HEADERS frame after the CONNECT's", connection.peer());
                 channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
                 ctx.close();
                 return;
             }
             if (type != DATA && controlOnly(type)) {
-                LOG.debugf("HTTP/3 WebSocket stream from %s: frame type 0x%x on a request stream", connection.peer, type);
+                LOG.debugf("HTTP/3 WebSocket stream from %s: frame type 0x%x on a request stream", connection.peer(), type);
                 connection.closeWith(Http3ErrorCode.H3_FRAME_UNEXPECTED);
                 return;
             }
@@ -261,7 +258,7 @@ final class Http3WebSocket extends ChannelDuplexHandler implements HttpUpgrade {
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         if (!switched) {
             // A reset before the answer (QUIC reports it as a read's failure): the stream is gone.
-            LOG.debugf("HTTP/3 WebSocket stream from %s: %s", connection.peer, cause.toString());
+            LOG.debugf("HTTP/3 WebSocket stream from %s: %s", connection.peer(), cause.toString());
             ctx.close();
             return;
         }

@@ -7,11 +7,9 @@ import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.http.WriteQueue;
-import dev.peregrine.metrics.MetricsLayout;
 import dev.peregrine.webtransport.Capsules;
 import dev.peregrine.webtransport.StreamErrors;
 import dev.peregrine.webtransport.Varint;
-import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.webtransport.WebTransportReceiver;
 import dev.peregrine.webtransport.WebTransportSession;
 import io.netty.buffer.ByteBuf;
@@ -109,16 +107,14 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
             return;
         }
         try {
-            head = FieldListRequests.build(fields, fields.method(), fields.scheme(), fields.path(), fields.authority(), false,
-                    connection.spareBytes, connection.spareHeaders);
+            head = connection.requestHead(fields);
         } catch (FieldListRequests.Malformed e) {
             answered = true;
             channel.shutdown(Http3ErrorCode.H3_MESSAGE_ERROR.code());
             end(0, "");
             return;
         }
-        WebTransportApplication application = connection.webTransport;
-        if (!"webtransport".equals(protocol) || application == null) {
+        if (!"webtransport".equals(protocol) || !connection.takesWebTransport()) {
             // Another protocol over extended CONNECT, or an application that cannot take sessions (WSGI).
             answer(501);
             return;
@@ -132,8 +128,8 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
                 return;
             }
             counted = true;
-            connection.connections.requestStarted();
-            application.dispatch(this);
+            connection.countSession();
+            connection.startSession(this);
             ctx.read();
         });
     }
@@ -156,8 +152,8 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
      * as a WebSocket's, the only record of a session is its answer, since no exchange records it.
      */
     private void answerRecorded(int status, long bytes) {
-        if (client == null) connection.core.refused(head, MetricsLayout.HTTP_3, status, startNanos, bytes);
-        else connection.core.upgradeAnswered(head, MetricsLayout.HTTP_3, "3", client, status, bytes, startNanos);
+        if (client == null) connection.refused(head, status, startNanos, bytes);
+        else connection.upgradeAnswered(head, client, status, bytes, startNanos);
     }
 
     // ---- WebTransportSession: what the adapter reads ----
@@ -165,8 +161,8 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
     @Override public HttpRequestHead head() { return head; }
     @Override public String httpVersion() { return "3"; }
     @Override public String scheme() { return "https"; }
-    @Override public InetSocketAddress remoteAddress() { return client != null ? client : connection.peer; }
-    @Override public InetSocketAddress localAddress() { return connection.local; }
+    @Override public InetSocketAddress remoteAddress() { return client != null ? client : connection.peer(); }
+    @Override public InetSocketAddress localAddress() { return connection.local(); }
     @Override public boolean closed() { return closed; }
 
     @Override
@@ -376,7 +372,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
         }
         if (queuedDatagrams.get() >= MAX_QUEUED_DATAGRAMS) {
             droppedDatagrams++;
-            connection.core.metrics().webTransportDatagramDropped();
+            connection.datagramDropped();
             payload.release();
             return;
         }
@@ -401,7 +397,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
         try {
             readFrames();
         } catch (Capsules.Malformed e) {
-            LOG.debugf("WebTransport session from %s: %s", connection.peer, e.getMessage());
+            LOG.debugf("WebTransport session from %s: %s", connection.peer(), e.getMessage());
             connection.closeWith(Http3ErrorCode.H3_GENERAL_PROTOCOL_ERROR);
         }
     }
@@ -476,7 +472,7 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-        LOG.debugf("WebTransport session from %s: %s", connection.peer, cause.toString());
+        LOG.debugf("WebTransport session from %s: %s", connection.peer(), cause.toString());
         if (channel.isActive()) channel.shutdown(Http3ErrorCode.H3_INTERNAL_ERROR.code());
         end(0, "");
     }
@@ -531,13 +527,13 @@ final class Http3WebTransport extends ChannelInboundHandlerAdapter implements We
         streams.clear();
         paused.clear();
         if (droppedDatagrams > 0) {
-            LOG.debugf("WebTransport session from %s dropped %d datagrams the application did not read in time", connection.peer,
+            LOG.debugf("WebTransport session from %s dropped %d datagrams the application did not read in time", connection.peer(),
                     droppedDatagrams);
         }
         if (receiver != null) receiver.onClose(code, reason);
         if (counted) {
             counted = false;
-            connection.connections.requestEnded();
+            connection.uncountSession();
         }
         connection.sessionEnded(this);
     }
