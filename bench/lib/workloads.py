@@ -6,7 +6,8 @@ Then, per worker count and per application, a phase with only that application's
 own port and from bench/workloads:
 
 - fastapi (asyncpg):        peregrine, uvicorn (httptools, uvloop);
-- flask (psycopg 3), django (its ORM): peregrine --wsgi-threads T, gunicorn sync, gunicorn gthread --threads T,
+- flask (psycopg 3), django (its ORM): peregrine (one WSGI thread, its default), gunicorn sync, gunicorn gthread
+                            --threads 4,
                             uvicorn --interface wsgi (its adapter runs 10 threads).
 
 Every server is first asked each test type once and its answer checked (status, Content-Type, shape); a server
@@ -17,9 +18,10 @@ CPU of the server's process tree and of PostgreSQL's per request, peak RSS of th
 Peregrine's req/s to each peer's. Test types: json, plaintext, db, queries (20), fortunes, updates (20); Django only
 db and fortunes. Plaintext is not pipelined here (the benchmark's own runs pipeline it 16 deep).
 
-Before each application's first phase, with no server running, the application alone (bench/lib/workload_floor.py)
-is measured against the same PostgreSQL: its own CPU per request, the least any server's application thread can
-spend. The results set it beside Peregrine's application thread and each server's whole process.
+In the one-worker phases the application alone (bench/lib/workload_floor.py, no server) is measured against the
+same PostgreSQL for 2 s right before each round of a test type: its own CPU per request, the least any server's
+application thread can spend. The results set its median beside Peregrine's application thread and each server's
+whole process.
 """
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ class Server:
         venv_bin, p, w, t = c.VENV / "bin", str(self.port), str(self.workers), str(args.wsgi_threads)
         if self.name == "peregrine":
             cmd = [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", p, "--workers", w, "--log-level", "warning"]
-            return cmd + ([] if self.app == "fastapi" else ["--wsgi-threads", t]) + [target]
+            return cmd + ([] if self.app == "fastapi" else ["--wsgi-threads", str(args.peregrine_wsgi_threads)]) + [target]
         if self.name in ("uvicorn", "uvicorn-wsgi"):
             return [str(venv_bin / "uvicorn"), target, "--host", c.HOST, "--port", p, "--workers", w,
                     "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"] \
@@ -85,7 +87,7 @@ class Server:
 
     def db_connections(self, args) -> int:
         """The most PostgreSQL connections it opens: asyncpg's pool, or one per thread running requests."""
-        per_worker = {"peregrine": args.pool_size if self.app == "fastapi" else args.wsgi_threads,
+        per_worker = {"peregrine": args.pool_size if self.app == "fastapi" else args.peregrine_wsgi_threads,
                       "uvicorn": args.pool_size, "uvicorn-wsgi": UVICORN_WSGI_THREADS, "gunicorn-sync": 1,
                       "gunicorn-gthread": args.wsgi_threads}[self.name]
         return per_worker * self.workers
@@ -102,16 +104,20 @@ def parse_args(argv):
     p.add_argument("--workers", default="1", help="comma-separated worker processes per server, each a phase of its own")
     p.add_argument("--apps", default=",".join(APPS), help="comma-separated applications among " + ", ".join(APPS))
     p.add_argument("--tests", default=",".join(TESTS), help="comma-separated test types among " + ", ".join(TESTS))
-    # 4: a request's Python work (about 1 ms for Django) is longer than its round trips to PostgreSQL on loopback, so
-    # a few threads cover the waits; more only contend for the GIL (a trial with 8 gave gunicorn gthread half the
-    # fortunes rate of its sync worker).
-    p.add_argument("--wsgi-threads", type=int, default=4,
-                   help="Peregrine's --wsgi-threads and gunicorn gthread's --threads (WSGI apps)")
+    # Peregrine runs its default of one WSGI thread: side by side on this machine (Flask, db and fortunes at 64
+    # connections against PostgreSQL on loopback) one thread served 2.0x and 1.7x gunicorn sync, two 1.6x and 1.3x,
+    # four 1.5x and 1.2x. A round trip to PostgreSQL here is shorter than a request's Python work, and each extra
+    # thread adds hand-overs of the GIL at every query (the threads' CPU per request went from 165 to 280 µs).
+    p.add_argument("--peregrine-wsgi-threads", type=int, default=1, help="Peregrine's --wsgi-threads (WSGI apps)")
+    # 4: gunicorn's gthread worker is there as the threaded choice a user would make; more threads only contend
+    # for the GIL (a trial with 8 gave it half the fortunes rate of its sync worker).
+    p.add_argument("--wsgi-threads", type=int, default=4, help="gunicorn gthread's --threads (WSGI apps)")
     p.add_argument("--pool-size", type=int, default=16, help="asyncpg pool of the FastAPI app, per worker process")
     p.add_argument("--timeout", type=float, default=5, help="wrk's per-request timeout in seconds")
     p.add_argument("--pause", type=float, default=0.5, help="seconds of rest between two loads")
-    p.add_argument("--floor-duration", type=float, default=3,
-                   help="seconds of each of the 3 runs of the application alone, per test type; 0 skips it")
+    p.add_argument("--floor-duration", type=float, default=2,
+                   help="seconds of the application alone before each round of a test type (one worker only); "
+                        "0 skips it")
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     args = p.parse_args(argv)
     if args.quick:
@@ -211,7 +217,7 @@ def measure(s: Server, test: str, conns: int, duration: float, args, pg: Postgre
     return m
 
 
-def run_phase(servers: list[Server], args, pg: Postgres) -> None:
+def run_phase(servers: list[Server], args, pg: Postgres, floor: PairedFloor | None = None) -> None:
     live = lambda s, test: not s.error and test not in s.bad_tests  # noqa: E731
     app = servers[0].app
     for test in tests_of(app, args):
@@ -224,6 +230,8 @@ def run_phase(servers: list[Server], args, pg: Postgres) -> None:
                     s.bad_tests[test] = f"warm-up failed: {e}"
     for rnd in range(1, args.rounds + 1):
         for test in tests_of(app, args):
+            if floor:
+                floor.measure(test, args.floor_duration)
             for conns in args.conns:
                 for s in servers:
                     if not live(s, test):
@@ -246,28 +254,53 @@ def run_phase(servers: list[Server], args, pg: Postgres) -> None:
                               f"ms/req, PostgreSQL {c.fmt(m['pg_cpu_s_per_1k'], 3)} ms/req  peak RSS {m['peak_rss_mib']:.0f} MiB")
 
 
-def measure_floor(app: str, args, env: dict) -> dict:
-    """The application alone against PostgreSQL, per test type (see workload_floor.py); {} when it fails."""
-    tests = ",".join(f"{t}={TESTS[t]}" for t in tests_of(app, args))
-    kind = "asgi" if app == "fastapi" else "wsgi"
-    cmd = [str(c.VENV / "bin" / "python"), str(Path(__file__).resolve().parent / "workload_floor.py"), kind,
-           APPS[app][0], "--tests", tests, "--concurrency", str(args.conns[0]), "--duration", str(args.floor_duration)]
-    c.log(f"bench: {app} alone, no server: {args.floor_duration:g} s x 3 per test type")
-    try:
-        run = subprocess.run(cmd, cwd=WORKLOADS_DIR, env=env, capture_output=True, text=True,
-                             timeout=60 + 5 * args.floor_duration * len(tests_of(app, args)))
-    except subprocess.TimeoutExpired:
-        c.log(f"bench: {app} alone did not finish")
-        return {}
-    if run.returncode != 0:
-        c.log(f"bench: {app} alone failed:\n{run.stderr[-2000:]}")
-        return {}
-    floors = {}
-    for line in run.stdout.splitlines():
-        figure = json.loads(line)
-        floors[figure["test"]] = figure
-        c.log(f"floor  {app:<8} {figure['test']:<9} {figure['rps']:>8.0f} calls/s  {figure['cpu_us_per_req']:.0f} us of CPU per call")
-    return floors
+class PairedFloor:
+    """The application alone (workload_floor.py --serve), against the same PostgreSQL, asked for one short run
+    right before each round of a test type's loads: a core's speed drifts within minutes on these machines, so
+    a floor taken once before the servers start can be far from the one that held during a load."""
+
+    def __init__(self, app: str, args, env: dict, log_path: Path):
+        tests = ",".join(f"{t}={TESTS[t]}" for t in tests_of(app, args))
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [str(c.VENV / "bin" / "python"), str(Path(__file__).resolve().parent / "workload_floor.py"),
+             "asgi" if app == "fastapi" else "wsgi", APPS[app][0], "--tests", tests,
+             "--concurrency", str(args.conns[0]), "--duration", str(args.floor_duration), "--serve"],
+            cwd=WORKLOADS_DIR, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.rounds: dict[str, list[dict]] = {}
+        if not self.proc.stdout.readline().startswith('{"ready"'):
+            self.close()
+            raise RuntimeError(f"the application alone did not start; see {log_path}")
+
+    def measure(self, test: str, seconds: float) -> None:
+        try:
+            self.proc.stdin.write(f"{test} {seconds:g}\n")
+            self.proc.stdin.flush()
+            figure = json.loads(self.proc.stdout.readline())
+        except (OSError, ValueError) as e:
+            c.log(f"bench: the application alone failed: {e}")
+            return
+        if "error" in figure:
+            c.log(f"bench: the application alone failed on {test}: {figure['error']}")
+            return
+        self.rounds.setdefault(test, []).append(figure)
+        c.log(f"floor  {test:<9} the application alone: {figure['rps']:>8.0f} calls/s, "
+              f"{figure['cpu_us_per_req']:.0f} µs of CPU per call")
+
+    def summary(self) -> dict:
+        return {test: {"rps": c.median([f["rps"] for f in runs]),
+                       "cpu_us_per_req": c.median([f["cpu_us_per_req"] for f in runs]),
+                       "cpu_us_runs": [round(f["cpu_us_per_req"], 1) for f in runs]}
+                for test, runs in self.rounds.items()}
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.proc.kill()
+        self.log.close()
 
 
 def summarize(servers: list[Server]) -> dict:
@@ -319,7 +352,8 @@ def floor_markdown(app: str, workers: int, group: list[Server], summary: dict, f
     if not rows:
         return []
     return [f"CPU per request at {conns} connections, in µs: the application alone (no server, "
-            f"{'as many requests at once' if app == 'fastapi' else 'one call after another'}), Peregrine's "
+            f"{'as many requests at once' if app == 'fastapi' else 'one call after another'}, {args.floor_duration:g} s "
+            "right before each round; the median), Peregrine's "
             "application thread, and each server's whole process (in brackets, over the application alone). With one "
             "worker a server serves at most one request per its application thread's CPU per request, and a "
             "single-threaded peer one per its process's: the bracket of a peer is the most Peregrine can lead it by, "
@@ -341,7 +375,7 @@ def markdown(servers, summary, ratio_rows, machine, args, complete, floors=None)
               "server and test; medians over the rounds. Errors: socket errors plus responses >= 400 (median per load). "
               "CPU: user+system time of the server's process tree per request, and of PostgreSQL's (all its processes). "
               f"Peak RSS: the server's process tree, the largest over the rounds. WSGI: Peregrine `--wsgi-threads "
-              f"{args.wsgi_threads}`, gunicorn gthread `--threads {args.wsgi_threads}`, uvicorn's WSGI adapter "
+              f"{args.peregrine_wsgi_threads}`, gunicorn gthread `--threads {args.wsgi_threads}`, uvicorn's WSGI adapter "
               f"{UVICORN_WSGI_THREADS} threads; FastAPI: asyncpg pool of {args.pool_size} per worker. "
               "`queries` and `updates` ask for 20 rows; plaintext is not pipelined.", ""]
     for workers in args.workers:
@@ -371,7 +405,7 @@ def markdown(servers, summary, ratio_rows, machine, args, complete, floors=None)
                                      f"{r['errors']:g} | {c.fmt(r['cpu_s_per_1k'], 3)} | {c.fmt(r['pg_cpu_s_per_1k'], 3)} | "
                                      f"{r['peak_rss_mib']:.0f} | {ratio} |")
             lines.append("")
-            if floors and floors.get(app):
+            if floors and floors.get(app) and workers == 1:
                 lines += floor_markdown(app, workers, group, summary, floors[app], args)
     if ratio_rows:
         peers = []
@@ -408,9 +442,9 @@ def main(argv=None) -> int:
     phases = [[Server(app, name, w) for name in APPS[app][1]] for w in args.workers for app in args.apps]
     servers = [s for phase in phases for s in phase]
     complete = False
-    floors: dict = {}  # app -> test -> the application alone (measure_floor)
-    # Connections: the largest phase's servers at once, and a few for psql.
-    max_connections = max(sum(s.db_connections(args) for s in phase) for phase in phases) + 20
+    floors: dict = {}  # app -> test -> the application alone, medians over the rounds (PairedFloor)
+    # Connections: the largest phase's servers at once, the application alone beside them, and a few for psql.
+    max_connections = max(sum(s.db_connections(args) for s in phase) for phase in phases) + args.pool_size + 20
     try:
         pg = Postgres(max_connections=max(100, max_connections))
     except FileNotFoundError as e:
@@ -424,15 +458,21 @@ def main(argv=None) -> int:
                 c.log(f"bench: PostgreSQL on {pg.dsn}, World and Fortune loaded")
                 env = c.child_env(BENCH_PG_DSN=pg.dsn, BENCH_PG_POOL_SIZE=str(args.pool_size))
                 for phase in phases:
-                    app = phase[0].app
-                    if args.floor_duration > 0 and app not in floors:
-                        floors[app] = measure_floor(app, args, env)
+                    app, floor = phase[0].app, None
+                    if args.floor_duration > 0 and phase[0].workers == 1:
+                        try:
+                            floor = PairedFloor(app, args, env, log_dir / f"{app}-alone.log")
+                        except RuntimeError as e:
+                            c.log(f"bench: {e}")
                     start(phase, args, env, log_dir)
                     if "java" not in machine:
                         for s in phase:
                             if s.name == "peregrine" and s.proc and not s.error:
                                 machine["java"] = c.java_version_of(s.proc.pid)
-                    run_phase(phase, args, pg)
+                    run_phase(phase, args, pg, floor)
+                    if floor:
+                        floor.close()
+                        floors[app] = floor.summary()
                     for s in phase:
                         if s.proc:
                             s.proc.stop()
