@@ -1,12 +1,12 @@
 package dev.peregrine.http1;
 
-import dev.peregrine.http.Refusal;
-import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.HttpChars;
 import dev.peregrine.http.HttpDate;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http.StatusReasons;
+import dev.peregrine.http.TlsResponseHeaders;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.ByteBufUtil;

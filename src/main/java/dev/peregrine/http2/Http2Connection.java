@@ -1,19 +1,19 @@
 package dev.peregrine.http2;
 
+import dev.peregrine.http.Connections;
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.FieldListResponses;
+import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.Refusal;
 import dev.peregrine.http.RequestCore;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.StreamExchange;
 import dev.peregrine.http.TlsResponseHeaders;
-import dev.peregrine.http.RequestHead;
 import dev.peregrine.metrics.MetricsLayout;
-import dev.peregrine.http.Connections;
-import dev.peregrine.http.ForwardedHeaders;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
 import io.netty.buffer.ByteBuf;

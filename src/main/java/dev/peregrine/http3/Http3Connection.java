@@ -1,19 +1,19 @@
 package dev.peregrine.http3;
 
+import dev.peregrine.http.Connections;
+import dev.peregrine.http.Connections.DrainEvent;
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.LoopExchange;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.RequestHead;
-import dev.peregrine.http.Connections;
-import dev.peregrine.http.Connections.DrainEvent;
 import dev.peregrine.metrics.MetricsLayout;
-import dev.peregrine.webtransport.Varint;
-import dev.peregrine.webtransport.WebTransportApplication;
 import dev.peregrine.websocket.HttpUpgrade;
 import dev.peregrine.websocket.WebSocketApplication;
 import dev.peregrine.websocket.WebSocketConnection;
+import dev.peregrine.webtransport.Varint;
+import dev.peregrine.webtransport.WebTransportApplication;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
@@ -33,8 +33,8 @@ import org.jboss.logging.Logger;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Map;
 import java.util.LinkedHashSet;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 

@@ -1,12 +1,12 @@
 package dev.peregrine.http3;
 
-import dev.peregrine.http.HttpRequestHead;
-import dev.peregrine.http.Refusal;
-import dev.peregrine.http.ResponseHead;
-import dev.peregrine.http.StreamExchange;
-import dev.peregrine.http.RequestHead;
 import dev.peregrine.http.FieldListRequests;
 import dev.peregrine.http.FieldListResponses;
+import dev.peregrine.http.HttpRequestHead;
+import dev.peregrine.http.Refusal;
+import dev.peregrine.http.RequestHead;
+import dev.peregrine.http.ResponseHead;
+import dev.peregrine.http.StreamExchange;
 import dev.peregrine.metrics.MetricsLayout;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;

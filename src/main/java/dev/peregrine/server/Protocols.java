@@ -1,8 +1,8 @@
 package dev.peregrine.server;
 
 import dev.peregrine.http.Connections;
-import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.RequestCore;
 import dev.peregrine.http1.Http1Connection;
 import dev.peregrine.http2.Http2Setup;
 import dev.peregrine.websocket.WebSocketApplication;

@@ -1,5 +1,6 @@
 package dev.peregrine.server;
 
+import dev.peregrine.accesslog.AccessLog;
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.asgi.AsgiApplication;
 import dev.peregrine.asgi.AsgiWorkerThreads;
@@ -11,15 +12,14 @@ import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.RequestCore;
 import dev.peregrine.http.TlsResponseHeaders;
 import dev.peregrine.http3.Http3Setup;
-import dev.peregrine.accesslog.AccessLog;
 import dev.peregrine.metrics.WorkerMetrics;
 import dev.peregrine.python.Py;
+import dev.peregrine.python.PythonInstall;
+import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.shared.ConnectionShares;
 import dev.peregrine.shared.SharedLayout;
 import dev.peregrine.shared.SharedRegion;
 import dev.peregrine.store.SharedStore;
-import dev.peregrine.python.PythonInstall;
-import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.tls.HttpsRedirect;
 import dev.peregrine.tls.TlsContexts;
 import dev.peregrine.workers.Listeners;

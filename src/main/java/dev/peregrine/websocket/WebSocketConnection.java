@@ -1,11 +1,11 @@
 package dev.peregrine.websocket;
 
-import dev.peregrine.http.WriteQueue;
 import dev.peregrine.config.WebSocketSettings;
+import dev.peregrine.http.Connections;
 import dev.peregrine.http.HttpRequestHead;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
-import dev.peregrine.http.Connections;
+import dev.peregrine.http.WriteQueue;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;

@@ -4,13 +4,13 @@ import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.ResponseHead;
 import dev.peregrine.http.WakeupBatch;
+import dev.peregrine.python.Py;
 import dev.peregrine.python.PythonInterpreter;
+import dev.peregrine.python.PythonRaise;
+
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
-
-import dev.peregrine.python.Py;
-import dev.peregrine.python.PythonRaise;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;

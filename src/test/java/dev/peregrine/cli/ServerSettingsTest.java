@@ -1,10 +1,10 @@
 package dev.peregrine.cli;
 
+import dev.peregrine.config.ApplicationProtocol;
 import dev.peregrine.config.ConfigException;
+import dev.peregrine.config.LogLevel;
 import dev.peregrine.config.RateLimitSettings;
 import dev.peregrine.config.ServerSettings;
-import dev.peregrine.config.ApplicationProtocol;
-import dev.peregrine.config.LogLevel;
 import dev.peregrine.config.TlsSettings;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

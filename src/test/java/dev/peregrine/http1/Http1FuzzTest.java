@@ -1,8 +1,8 @@
 package dev.peregrine.http1;
 
-import dev.peregrine.http.RequestHead;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
+import dev.peregrine.http.RequestHead;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;

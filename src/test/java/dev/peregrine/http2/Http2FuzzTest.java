@@ -1,25 +1,25 @@
 package dev.peregrine.http2;
 
-import dev.peregrine.http.RequestCore;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
-import dev.peregrine.http.HttpSettings;
-import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
+import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.RequestCore;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.EchoingWebSockets;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.handler.codec.http2.DefaultHttp2FrameWriter;
-import io.netty.handler.codec.http2.DefaultHttp2Headers;
-import io.netty.handler.codec.http2.Http2Headers;
-import io.netty.handler.codec.http2.Http2Settings;
 import dev.peregrine.testing.FuzzPieces;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.handler.codec.http2.DefaultHttp2FrameWriter;
+import io.netty.handler.codec.http2.DefaultHttp2Headers;
 import io.netty.handler.codec.http2.Http2CodecUtil;
+import io.netty.handler.codec.http2.Http2Headers;
+import io.netty.handler.codec.http2.Http2Settings;
 import io.netty.util.ReferenceCountUtil;
 
 

@@ -1,11 +1,11 @@
 package dev.peregrine.http3;
 
-import dev.peregrine.http.RequestCore;
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
-import dev.peregrine.http.HttpSettings;
-import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.http.Connections;
+import dev.peregrine.http.HttpSettings;
+import dev.peregrine.http.RequestCore;
+import dev.peregrine.metrics.RequestMetrics;
 import dev.peregrine.testing.AnsweringApplication;
 import dev.peregrine.testing.EchoingWebSockets;
 import dev.peregrine.testing.FuzzPieces;

@@ -1,13 +1,13 @@
 package dev.peregrine.testing;
 
-import dev.peregrine.cli.PeregrineCommand;
 import dev.peregrine.cli.CommandLineSettings;
-import dev.peregrine.server.WorkerAssembly;
+import dev.peregrine.cli.PeregrineCommand;
 import dev.peregrine.http.Application;
 import dev.peregrine.http.BodyReceiver;
 import dev.peregrine.http.HttpExchange;
 import dev.peregrine.http.HttpSettings;
 import dev.peregrine.http.ResponseHead;
+import dev.peregrine.server.WorkerAssembly;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import picocli.CommandLine;
