@@ -2,10 +2,9 @@ package dev.peregrine.asgi;
 
 import dev.peregrine.app.ServedApplication;
 import dev.peregrine.http.HttpExchange;
-import dev.peregrine.http.WakeupBatch;
 import dev.peregrine.metrics.RequestMetrics;
-import dev.peregrine.python.BorrowedBytes;
 import dev.peregrine.python.Py;
+import dev.peregrine.python.PyRef;
 import dev.peregrine.python.PythonException;
 import dev.peregrine.python.PythonInterpreter;
 import dev.peregrine.python.PythonRaise;
@@ -21,9 +20,11 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Serves an ASGI 3 application: owns the Python thread and its asyncio loop, hands it requests
- * through {@link LoopWakeup}, and implements the {@code peregrine._native.asgi_*} functions the
- * loop calls back with. Everything touching Python objects runs on the Python thread.
+ * Serves an ASGI 3 application: owns the Python thread that runs its asyncio loop, starts each call
+ * (request, WebSocket, WebTransport session) on it, and implements the {@code peregrine._native.asgi_*}
+ * functions the loop calls back with, finding the call by its number. What a running call asks of the
+ * loop (futures, the response batch, lent bodies) is {@link AsgiLoop}'s. Everything touching Python
+ * objects runs on the Python thread.
  */
 public final class AsgiApplication implements ServedApplication {
     private static final Logger LOG = Logger.getLogger("peregrine");
@@ -31,9 +32,9 @@ public final class AsgiApplication implements ServedApplication {
     private final MemorySegment app;
     private final boolean uvloop;
     private final boolean lifespan;
-    private final LoopWakeup wakeup = new LoopWakeup();
-    private final BorrowedBytes borrowed = new BorrowedBytes(() -> wakeup.post(this::drainBorrowed));
-    private final RequestTable requests = new RequestTable();
+    /** The calls running on the loop, by the number their bound receive and send carry. */
+    private final RequestTable calls = new RequestTable();
+    private final AsgiLoop loop = new AsgiLoop(calls);
     /**
      * Requests and connections handed to this loop that have not ended, queued ones included; any
      * thread. Free-threaded workers give each new one to the loop with the fewest (AsgiWorkerThreads).
@@ -51,18 +52,8 @@ public final class AsgiApplication implements ServedApplication {
 
     // Set on the Python thread once the glue is imported.
     private MemorySegment glueRunRequest;
-    private MemorySegment glueResolve;
     private MemorySegment glueStop;
     private MemorySegment glueRun;
-    private MemorySegment createFuture;
-    private MemorySegment createTask;
-    private MemorySegment setResult;
-    private MemorySegment completed;
-    private MemorySegment callSoon;
-    private MemorySegment flushFunction;
-    private boolean flushScheduled;
-    /** Responses of one turn of the loop go to the I/O thread with one wake-up; flushed on the loop's next turn. */
-    private final WakeupBatch batch = new WakeupBatch(this::scheduleFlush);
     private ScopeBuilder scopes;
     private AsgiMessages messages;
 
@@ -89,27 +80,18 @@ public final class AsgiApplication implements ServedApplication {
     public static void defineNatives(PythonInterpreter interpreter) {
         interpreter.define("asgi_wake", args -> {
             AsgiApplication self = onThisLoop();
-            self.borrowed.drain();
-            self.wakeup.drain(self::runTask);
+            self.loop.wake(self::runTask);
             return null;
         });
         interpreter.define("asgi_flush", args -> {
-            AsgiApplication self = onThisLoop();
-            self.flushScheduled = false;
-            self.batch.flush();
-            self.borrowed.drain();
+            onThisLoop().loop.flush();
             return null;
         });
-        interpreter.define("asgi_receive", args -> onThisLoop().request(args.self()).receive());
-        interpreter.define("asgi_send", args -> onThisLoop().request(args.self()).send(args.get(0)));
+        interpreter.define("asgi_receive", args -> onThisLoop().call(args.self()).receive());
+        interpreter.define("asgi_send", args -> onThisLoop().call(args.self()).send(args.get(0)));
         interpreter.define("asgi_done", args -> {
             MemorySegment error = args.get(1);
-            AsgiApplication self = onThisLoop();
-            AsgiCall request = self.requests.remove(Py.toLong(args.get(0)));
-            if (request != null) {
-                self.load.decrementAndGet();
-                request.done(Py.isNone(error) ? null : Py.toJavaString(error));
-            }
+            onThisLoop().end(Py.toLong(args.get(0)), Py.isNone(error) ? null : Py.toJavaString(error));
             return null;
         });
         interpreter.define("asgi_ready", args -> {
@@ -140,20 +122,12 @@ public final class AsgiApplication implements ServedApplication {
     /** Imports the glue; with the GIL held, after the native module is published. */
     @Override
     public void prepare() {
-        MemorySegment glue = Py.importModule("peregrine._asgi");
-        glueRunRequest = Py.getAttr(glue, "run_request");
-        glueResolve = Py.getAttr(glue, "resolve");
-        glueStop = Py.getAttr(glue, "stop");
-        glueRun = Py.getAttr(glue, "run");
-        Py.decRef(glue);
-        MemorySegment asyncio = Py.importModule("asyncio");
-        MemorySegment futureType = Py.getAttr(asyncio, "Future");
-        setResult = Py.getAttr(futureType, "set_result");
-        Py.decRef(futureType);
-        Py.decRef(asyncio);
-        MemorySegment nativeModule = Py.importModule("peregrine._native");
-        flushFunction = Py.getAttr(nativeModule, "asgi_flush");
-        Py.decRef(nativeModule);
+        try (PyRef glue = PyRef.own(Py.importModule("peregrine._asgi"))) {
+            glueRunRequest = Py.getAttr(glue.object(), "run_request");
+            glueStop = Py.getAttr(glue.object(), "stop");
+            glueRun = Py.getAttr(glue.object(), "run");
+            loop.prepare(glue.object());
+        }
         scopes = new ScopeBuilder(rootPath);
         messages = new AsgiMessages();
     }
@@ -189,22 +163,18 @@ public final class AsgiApplication implements ServedApplication {
 
     private void pythonMain() {
         int gil = PythonInterpreter.acquire();
-        try {
-            MemorySegment fd = Py.integer(wakeup.fd());
-            MemorySegment useUvloop = Py.bool(uvloop);
-            MemorySegment useLifespan = Py.bool(lifespan);
-            MemorySegment result = sharedState == null ? Py.callRaw(glueRun, app, fd, useUvloop, useLifespan)
-                    : Py.callRaw(glueRun, app, fd, useUvloop, useLifespan, sharedState);
-            if (result.address() == 0) {
+        try (PyRef fd = PyRef.own(Py.integer(loop.fd()));
+             PyRef useUvloop = PyRef.own(Py.bool(uvloop));
+             PyRef useLifespan = PyRef.own(Py.bool(lifespan));
+             PyRef result = PyRef.own(sharedState == null
+                     ? Py.callRaw(glueRun, app, fd.object(), useUvloop.object(), useLifespan.object())
+                     : Py.callRaw(glueRun, app, fd.object(), useUvloop.object(), useLifespan.object(), sharedState))) {
+            if (result.failed()) {
                 PythonException e = PythonException.fetch();
                 LOG.error("The ASGI event loop failed:\n" + e.traceback());
                 ready.completeExceptionally(new IllegalStateException(e.getMessage()));
-            } else {
-                Py.decRef(result);
             }
-            Py.decRef(fd);
-            Py.decRef(useUvloop);
-            Py.decRef(useLifespan);
+            // Completes nothing when the loop served and has now stopped: ready was completed then.
             ready.completeExceptionally(new IllegalStateException("the ASGI event loop ended before serving"));
         } finally {
             PythonInterpreter.release(gil);
@@ -225,7 +195,7 @@ public final class AsgiApplication implements ServedApplication {
 
     /** Asks the loop to stop once in-flight requests are done, without waiting. */
     void requestStop() {
-        wakeup.post(() -> Py.callVoid(glueStop));
+        loop.post(() -> Py.callVoid(glueStop));
     }
 
     void awaitStopped(long timeoutMillis) throws InterruptedException {
@@ -242,10 +212,19 @@ public final class AsgiApplication implements ServedApplication {
         }
     }
 
-    private AsgiCall request(MemorySegment cid) {
-        AsgiCall request = requests.get(Py.toLong(cid));
-        if (request == null) throw new PythonRaise(Py.ExcRuntimeError, "this ASGI request has already ended");
-        return request;
+    private AsgiCall call(MemorySegment cid) {
+        AsgiCall call = calls.get(Py.toLong(cid));
+        if (call == null) throw new PythonRaise(Py.ExcRuntimeError, "this ASGI request has already ended");
+        return call;
+    }
+
+    /** The call's task ended: with null, the application returned; else its traceback, or "" when cancelled. */
+    private void end(long cid, String error) {
+        AsgiCall call = calls.remove(cid);
+        if (call != null) {
+            load.decrementAndGet();
+            call.done(error);
+        }
     }
 
     /**
@@ -262,8 +241,8 @@ public final class AsgiApplication implements ServedApplication {
      */
     @Override
     public boolean saturated() {
-        long stalled = wakeup.stalledNanos();
-        if (stalled == 0) wakeup.post(NOTHING);
+        long stalled = loop.stalledNanos();
+        if (stalled == 0) loop.post(NOTHING);
         return stalled > STALLED_NANOS;
     }
 
@@ -273,7 +252,7 @@ public final class AsgiApplication implements ServedApplication {
 
     @Override
     public void dispatch(HttpExchange exchange) {
-        AsgiRequest request = new AsgiRequest(this, exchange);
+        AsgiRequest request = new AsgiRequest(loop, messages, exchange);
         exchange.receiveBody(request);
         handOver(request);
     }
@@ -284,7 +263,7 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebSocket(WebSocketConnection connection) {
-        AsgiWebSocket socket = new AsgiWebSocket(this, connection);
+        AsgiWebSocket socket = new AsgiWebSocket(loop, messages, connection);
         connection.start(socket);
         handOver(socket);
     }
@@ -295,7 +274,7 @@ public final class AsgiApplication implements ServedApplication {
     }
 
     private void dispatchWebTransport(WebTransportSession session) {
-        AsgiWebTransport call = new AsgiWebTransport(this, session);
+        AsgiWebTransport call = new AsgiWebTransport(loop, messages, session);
         session.start(call);
         handOver(call);
     }
@@ -304,11 +283,7 @@ public final class AsgiApplication implements ServedApplication {
     private void handOver(AsgiCall call) {
         load.incrementAndGet();
         long ready = metrics.clock();
-        wakeup.post(() -> begin(call, ready));
-    }
-
-    void post(Runnable task) {
-        wakeup.post(task);
+        loop.post(() -> begin(call, ready));
     }
 
     int load() {
@@ -318,125 +293,28 @@ public final class AsgiApplication implements ServedApplication {
     // ---- on the Python thread ----
 
     /**
-     * Starts the application on a request: {@code receive} and {@code send} are built-ins bound to
-     * the request's number, so the application's calls reach Java with no Python frame in between.
+     * Starts the application on a call: {@code receive} and {@code send} are built-ins bound to
+     * the call's number, so the application's calls reach Java with no Python frame in between.
      */
-    private void begin(AsgiCall request, long readyNanos) {
+    private void begin(AsgiCall call, long readyNanos) {
         metrics.pythonStarted(readyNanos);
-        long cid = requests.add(request);
-        MemorySegment scope = request.scope(scopes);
-        MemorySegment id = Py.integer(cid);
-        MemorySegment receive = interpreter.bind("asgi_receive", id);
-        MemorySegment send = interpreter.bind("asgi_send", id);
-        MemorySegment coroutine = Py.callRaw(glueRunRequest, scope, receive, send, id);
-        lookUpLoopMethods();
-        MemorySegment task = coroutine.address() == 0 ? coroutine : Py.callRaw(createTask, coroutine);
-        Py.decRef(coroutine);
-        Py.decRef(send);
-        Py.decRef(receive);
-        Py.decRef(id);
-        Py.decRef(scope);
+        long cid = calls.add(call);
+        MemorySegment task;
+        try (PyRef scope = PyRef.own(call.scope(scopes));
+             PyRef id = PyRef.own(Py.integer(cid));
+             PyRef receive = PyRef.own(interpreter.bind("asgi_receive", id.object()));
+             PyRef send = PyRef.own(interpreter.bind("asgi_send", id.object()));
+             PyRef coroutine = PyRef.own(Py.callRaw(glueRunRequest, scope.object(), receive.object(), send.object(), id.object()))) {
+            task = coroutine.failed() ? coroutine.object() : loop.createTask(coroutine.object());
+        } catch (PythonException e) {
+            end(cid, e.traceback());
+            return;
+        }
         if (task.address() == 0) {
-            PythonException e = PythonException.fetch();
-            requests.remove(cid);
-            load.decrementAndGet();
-            request.done(e.traceback());
+            end(cid, PythonException.fetch().traceback());
         } else {
-            // Held until the request ends: the loop itself keeps only weak references to tasks.
-            request.holdTask(task);
+            // Held until the call ends: the loop itself keeps only weak references to tasks.
+            call.holdTask(task);
         }
-    }
-
-    /** The running loop's create_future, create_task and call_soon, looked up on first use. */
-    private void lookUpLoopMethods() {
-        if (createFuture == null) {
-            MemorySegment asyncio = Py.importModule("asyncio");
-            MemorySegment getLoop = Py.getAttr(asyncio, "get_running_loop");
-            MemorySegment loop = Py.call(getLoop);
-            createFuture = Py.getAttr(loop, "create_future");
-            createTask = Py.getAttr(loop, "create_task");
-            callSoon = Py.getAttr(loop, "call_soon");
-            Py.decRef(loop);
-            Py.decRef(getLoop);
-            Py.decRef(asyncio);
-        }
-    }
-
-    WakeupBatch batch() {
-        return batch;
-    }
-
-    /**
-     * The batch for a part of a response, or null to hand it over at once. When the part ends the response,
-     * its request is the only call running and no other response waits in the batch, the flush would wake
-     * the I/O thread for this response alone: handing it over now costs the same one wake-up, and lets the
-     * I/O thread write while the application still unwinds (middleware, the end of its task) instead of a
-     * turn of the loop later. Otherwise it joins the batch, so that a busy turn still wakes the I/O thread once.
-     */
-    WakeupBatch batchFor(boolean lastPart) {
-        return lastPart && requests.size() == 1 && batch.isEmpty() ? null : batch;
-    }
-
-    /** Lends large response bodies to the I/O threads instead of copying them (see {@link BorrowedBytes}). */
-    BorrowedBytes borrowed() {
-        return borrowed;
-    }
-
-    private void drainBorrowed() {
-        borrowed.drain();
-    }
-
-    private void scheduleFlush() {
-        if (flushScheduled) return;
-        flushScheduled = true;
-        lookUpLoopMethods();
-        MemorySegment handle = Py.callRaw(callSoon, flushFunction);
-        if (handle.address() == 0) {
-            LOG.error("Could not schedule the response flush: " + PythonException.fetch().getMessage());
-            flushScheduled = false;
-            batch.flush();
-        } else {
-            Py.decRef(handle);
-        }
-    }
-
-    MemorySegment newFuture() {
-        lookUpLoopMethods();
-        return Py.call(createFuture);
-    }
-
-    /** A new future already holding {@code value} (stolen): what receive() returns when it can answer at once. */
-    MemorySegment completedFuture(MemorySegment value) {
-        MemorySegment future = newFuture();
-        MemorySegment r = Py.callRaw(setResult, future, value);
-        Py.decRef(value);
-        if (r.address() == 0) {
-            Py.decRef(future);
-            throw PythonException.fetch();
-        }
-        Py.decRef(r);
-        return future;
-    }
-
-    /** One future, done with None, that every send() returns when it need not wait: awaiting it returns at once. */
-    MemorySegment completed() {
-        if (completed == null) completed = completedFuture(Py.newRef(Py.None));
-        return Py.newRef(completed);
-    }
-
-    /** Completes a future handed to the application earlier; steals our reference to it and to value. */
-    void resolve(MemorySegment future, MemorySegment value) {
-        MemorySegment result = Py.callRaw(glueResolve, future, value);
-        Py.decRef(future);
-        Py.decRef(value);
-        if (result.address() == 0) {
-            LOG.error("Could not resume an ASGI request: " + PythonException.fetch().getMessage());
-        } else {
-            Py.decRef(result);
-        }
-    }
-
-    AsgiMessages messages() {
-        return messages;
     }
 }

@@ -13,15 +13,17 @@ import java.util.function.Consumer;
  * thread only, except where a subclass says otherwise.
  */
 abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransport {
-    final AsgiApplication owner;
+    final AsgiLoop loop;
+    final AsgiMessages messages;
     /** The application's task has ended: what arrives later is dropped. */
     boolean ended;
     private MemorySegment receiveWaiter;
     private MemorySegment sendWaiter;
     private MemorySegment task;
 
-    AsgiCall(AsgiApplication owner) {
-        this.owner = owner;
+    AsgiCall(AsgiLoop loop, AsgiMessages messages) {
+        this.loop = loop;
+        this.messages = messages;
     }
 
     /** The scope the application is called with (a new reference). */
@@ -43,10 +45,10 @@ abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransp
     /** {@code receive()}: a future holding the next message, already done when there is one. */
     final MemorySegment receive() {
         MemorySegment message = nextMessage();
-        if (message != null) return owner.completedFuture(message);
+        if (message != null) return loop.completedFuture(message);
         if (receiveWaiter != null) throw new PythonRaise(Py.ExcRuntimeError, "receive() called while another receive() is waiting");
         beforeWaiting();
-        receiveWaiter = owner.newFuture();
+        receiveWaiter = loop.newFuture();
         return Py.newRef(receiveWaiter);
     }
 
@@ -57,14 +59,14 @@ abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransp
         if (message == null) return;
         MemorySegment waiter = receiveWaiter;
         receiveWaiter = null;
-        owner.resolve(waiter, message);
+        loop.resolve(waiter, message);
     }
 
     final void wakeSender() {
         if (sendWaiter == null) return;
         MemorySegment waiter = sendWaiter;
         sendWaiter = null;
-        owner.resolve(waiter, Py.newRef(Py.None));
+        loop.resolve(waiter, Py.newRef(Py.None));
     }
 
     /**
@@ -76,8 +78,8 @@ abstract sealed class AsgiCall permits AsgiRequest, AsgiWebSocket, AsgiWebTransp
         // Tasks of the application that send at once wait for the same drain, so on one future: a
         // future of its own for each would leave all but the last waiting forever.
         if (sendWaiter == null) {
-            sendWaiter = owner.newFuture();
-            whenWritable.accept(() -> owner.post(this::wakeSender));
+            sendWaiter = loop.newFuture();
+            whenWritable.accept(() -> loop.post(this::wakeSender));
         }
         return Py.newRef(sendWaiter);
     }

@@ -41,8 +41,8 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
     private boolean started;
     private boolean complete;
 
-    AsgiRequest(AsgiApplication owner, HttpExchange exchange) {
-        super(owner);
+    AsgiRequest(AsgiLoop loop, AsgiMessages messages, HttpExchange exchange) {
+        super(loop, messages);
         this.exchange = exchange;
     }
 
@@ -57,7 +57,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
 
     @Override
     public void onBody(ByteBuf data) {
-        owner.post(() -> {
+        loop.post(() -> {
             if (ended) {
                 data.release();
                 return;
@@ -70,7 +70,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
 
     @Override
     public void onBodyEnd() {
-        owner.post(() -> {
+        loop.post(() -> {
             demanding = false;
             bodyEnded = true;
             wakeReceiver();
@@ -79,7 +79,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
 
     @Override
     public void onDisconnect() {
-        owner.post(() -> {
+        loop.post(() -> {
             disconnected = true;
             wakeReceiver();
             wakeSender();
@@ -98,7 +98,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
 
     @Override
     MemorySegment nextMessage() {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         ByteBuf piece = body.poll();
         if (piece != null) {
             MemorySegment bytes;
@@ -126,14 +126,14 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
     /** {@code send(message)}: a future to await, already done unless the client must drain first (backpressure). */
     @Override
     MemorySegment send(MemorySegment message) {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_START)) {
             if (started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent twice");
             if (complete) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.start' sent after the response completed");
             pendingHead = responseHead(message, m);
             started = true;
-            return owner.completed();
+            return loop.completed();
         }
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_BODY)) {
             if (!started) throw new PythonRaise(Py.ExcRuntimeError, "'http.response.body' sent before 'http.response.start'");
@@ -147,18 +147,18 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
             boolean more = moreObject != null && Py.isTrue(moreObject);
             if (disconnected || exchange.disconnected()) {
                 complete = !more;
-                return owner.completed(); // the client is gone: sending is a no-op, as the application cannot know yet
+                return loop.completed(); // the client is gone: sending is a no-op, as the application cannot know yet
             }
-            ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : owner.borrowed().of(bodyObject, bytes);
+            ByteBuf data = bytes == null || bytes.byteSize() == 0 ? null : loop.borrowed().of(bodyObject, bytes);
             ResponseHead head = pendingHead;
             pendingHead = null;
-            exchange.send(head, data, !more, owner.batchFor(!more));
+            exchange.send(head, data, !more, loop.batchFor(!more));
             if (!more) {
                 complete = true;
                 wakeReceiver();
-                return owner.completed();
+                return loop.completed();
             }
-            return exchange.writable() ? owner.completed() : waitUntilWritable(exchange::whenWritable);
+            return exchange.writable() ? loop.completed() : waitUntilWritable(exchange::whenWritable);
         }
         if (AsgiMessages.is(type, AsgiMessages.RESPONSE_PATHSEND)) return sendPath(message, m);
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
@@ -194,11 +194,11 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
         if (head.contentLength() < 0) head.add("content-length", Long.toString(size));
         if (disconnected || exchange.disconnected() || exchange.head().method().equals("HEAD")) {
             body.close();
-            if (!disconnected && !exchange.disconnected()) exchange.send(head, null, true, owner.batch());
+            if (!disconnected && !exchange.disconnected()) exchange.send(head, null, true, loop.batch());
         } else {
             exchange.sendFile(head, body);
         }
-        return owner.completed();
+        return loop.completed();
     }
 
     static String typeName(MemorySegment object) {
@@ -268,7 +268,7 @@ final class AsgiRequest extends AsgiCall implements BodyReceiver {
         if (!complete) {
             boolean headSent = started && pendingHead == null;
             if (!headSent && !disconnected && !exchange.disconnected()) {
-                exchange.send(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), true, owner.batch());
+                exchange.send(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), true, loop.batch());
             } else {
                 exchange.abort();
             }

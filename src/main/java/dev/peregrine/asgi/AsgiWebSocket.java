@@ -40,8 +40,8 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
     private ResponseHead denial;
     private CompositeByteBuf denialBody;
 
-    AsgiWebSocket(AsgiApplication owner, WebSocketConnection connection) {
-        super(owner);
+    AsgiWebSocket(AsgiLoop loop, AsgiMessages messages, WebSocketConnection connection) {
+        super(loop, messages);
         this.connection = connection;
     }
 
@@ -54,7 +54,7 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
 
     @Override
     public void onMessage(ByteBuf data, boolean text) {
-        owner.post(() -> {
+        loop.post(() -> {
             if (ended) {
                 data.release();
                 return;
@@ -66,7 +66,7 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
 
     @Override
     public void onClose(int code, String reason) {
-        owner.post(() -> {
+        loop.post(() -> {
             closeCode = code;
             closeReason = reason == null ? "" : reason;
             wakeReceiver();
@@ -78,7 +78,7 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
 
     @Override
     MemorySegment nextMessage() {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         if (!connectReceived) {
             connectReceived = true;
             return m.webSocketConnect();
@@ -100,7 +100,7 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
 
     @Override
     MemorySegment send(MemorySegment message) {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.WS_SEND)) return sendMessage(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WS_ACCEPT)) return accept(message, m);
@@ -110,7 +110,7 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
             denial = AsgiRequest.responseHead(message, m);
             denialBody = PooledByteBufAllocator.DEFAULT.compositeDirectBuffer(Integer.MAX_VALUE);
             state = State.DENYING;
-            return owner.completed();
+            return loop.completed();
         }
         if (AsgiMessages.is(type, AsgiMessages.WS_RESPONSE_BODY)) {
             expect(State.DENYING, "websocket.http.response.body");
@@ -126,10 +126,10 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
             MemorySegment moreObject = Py.dictGet(message, m.moreBody);
             if (moreObject == null || !Py.isTrue(moreObject)) {
                 state = State.CLOSED;
-                connection.deny(denial, denialBody, owner.batch());
+                connection.deny(denial, denialBody, loop.batch());
                 denialBody = null;
             }
-            return owner.completed();
+            return loop.completed();
         }
         throw new PythonRaise(Py.ExcRuntimeError, "unexpected ASGI message type '"
                 + new String(type.toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8) + "' on a WebSocket");
@@ -162,8 +162,8 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
         ResponseHead extra = new ResponseHead(101);
         AsgiRequest.addHeaders(extra, Py.dictGet(message, m.headers));
         state = State.ACCEPTED;
-        connection.accept(subprotocol, extra, owner.batch());
-        return owner.completed();
+        connection.accept(subprotocol, extra, loop.batch());
+        return loop.completed();
     }
 
     private MemorySegment sendMessage(MemorySegment message, AsgiMessages m) {
@@ -187,8 +187,8 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
         } else {
             throw new PythonRaise(Py.ExcValueError, "'websocket.send' needs 'bytes' or 'text'");
         }
-        connection.send(data, text, owner.batch());
-        return connection.writable() ? owner.completed() : waitUntilWritable(connection::whenWritable);
+        connection.send(data, text, loop.batch());
+        return connection.writable() ? loop.completed() : waitUntilWritable(connection::whenWritable);
     }
 
     private static ByteBuf copy(MemorySegment data) {
@@ -219,15 +219,15 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
                 state = State.CLOSED;
                 ResponseHead forbidden = new ResponseHead(403);
                 forbidden.add("content-type", "text/plain; charset=utf-8");
-                connection.deny(forbidden, Unpooled.copiedBuffer("Forbidden\n", StandardCharsets.US_ASCII), owner.batch());
+                connection.deny(forbidden, Unpooled.copiedBuffer("Forbidden\n", StandardCharsets.US_ASCII), loop.batch());
             }
             case ACCEPTED -> {
                 state = State.CLOSED;
-                if (closeCode < 0) connection.close(code, reason, owner.batch());
+                if (closeCode < 0) connection.close(code, reason, loop.batch());
             }
             case DENYING, CLOSED -> expect(State.ACCEPTED, "websocket.close");
         }
-        return owner.completed();
+        return loop.completed();
     }
 
     /** Codes an endpoint may put in a close frame (RFC 6455 7.4): the reserved ones are refused. */
@@ -246,10 +246,10 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
         switch (state) {
             case HANDSHAKE -> {
                 if (error == null && closeCode < 0) LOG.error("ASGI application returned without accepting or refusing the WebSocket");
-                connection.deny(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), owner.batch());
+                connection.deny(ResponseHead.internalError(), ResponseHead.internalErrorBody(PooledByteBufAllocator.DEFAULT), loop.batch());
             }
-            case DENYING -> connection.finish(1011, owner.batch()); // a denial response left unfinished: drop the connection
-            case ACCEPTED -> connection.finish(error == null ? 1000 : 1011, owner.batch());
+            case DENYING -> connection.finish(1011, loop.batch()); // a denial response left unfinished: drop the connection
+            case ACCEPTED -> connection.finish(error == null ? 1000 : 1011, loop.batch());
             case CLOSED -> { }
         }
         state = State.CLOSED;

@@ -53,8 +53,8 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
     private long closeCode = -1;
     private String closeReason = "";
 
-    AsgiWebTransport(AsgiApplication owner, WebTransportSession session) {
-        super(owner);
+    AsgiWebTransport(AsgiLoop loop, AsgiMessages messages, WebTransportSession session) {
+        super(loop, messages);
         this.session = session;
     }
 
@@ -81,7 +81,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
     }
 
     private void arrive(Incoming event) {
-        owner.post(() -> {
+        loop.post(() -> {
             if (ended) {
                 release(event);
                 return;
@@ -93,7 +93,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
 
     @Override
     public void onClose(long code, String reason) {
-        owner.post(() -> {
+        loop.post(() -> {
             closeCode = code;
             closeReason = reason == null ? "" : reason;
             wakeReceiver();
@@ -104,7 +104,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
 
     @Override
     MemorySegment nextMessage() {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         if (!connectReceived) {
             connectReceived = true;
             return m.ofType(m.wtConnect);
@@ -138,7 +138,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
 
     @Override
     MemorySegment send(MemorySegment message) {
-        AsgiMessages m = owner.messages();
+        AsgiMessages m = messages;
         MemorySegment type = m.typeOf(message);
         if (AsgiMessages.is(type, AsgiMessages.WT_STREAM_SEND)) return sendOnStream(message, m);
         if (AsgiMessages.is(type, AsgiMessages.WT_DATAGRAM_SEND)) return sendDatagram(message, m);
@@ -168,8 +168,8 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         ResponseHead extra = new ResponseHead(200);
         AsgiRequest.addHeaders(extra, Py.dictGet(message, m.headers));
         state = State.ACCEPTED;
-        session.accept(extra, owner.batch());
-        return owner.completed();
+        session.accept(extra, loop.batch());
+        return loop.completed();
     }
 
     private MemorySegment sendOnStream(MemorySegment message, AsgiMessages m) {
@@ -181,10 +181,10 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         }
         ByteBuf data = bytes(message, m.data, "webtransport.stream.send");
         MemorySegment endObject = Py.dictGet(message, m.endStream);
-        session.send(stream, data, endObject != null && Py.isTrue(endObject), owner.batch());
-        if (session.writable(stream)) return owner.completed();
+        session.send(stream, data, endObject != null && Py.isTrue(endObject), loop.batch());
+        if (session.writable(stream)) return loop.completed();
         MemorySegment future = awaitedFuture();
-        session.whenWritable(stream, () -> owner.post(() -> answer(future, () -> Py.newRef(Py.None))));
+        session.whenWritable(stream, () -> loop.post(() -> answer(future, () -> Py.newRef(Py.None))));
         return Py.newRef(future);
     }
 
@@ -199,9 +199,9 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         if (reset ? !session.sendable(stream) : !session.receivable(stream)) {
             throw new PythonRaise(Py.ExcValueError, "stream " + stream + (reset ? " is not open for the server to send on" : " is not one the server reads"));
         }
-        if (reset) session.resetStream(stream, code, owner.batch());
-        else session.stopStream(stream, code, owner.batch());
-        return owner.completed();
+        if (reset) session.resetStream(stream, code, loop.batch());
+        else session.stopStream(stream, code, loop.batch());
+        return loop.completed();
     }
 
     /**
@@ -215,27 +215,27 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         MemorySegment bidirectionalObject = Py.dictGet(message, m.bidirectional);
         boolean bidirectional = bidirectionalObject == null || Py.isNone(bidirectionalObject) || Py.isTrue(bidirectionalObject);
         MemorySegment future = awaitedFuture();
-        session.openStream(bidirectional, id -> owner.post(() -> answer(future,
-                () -> id < 0 ? Py.newRef(Py.None) : Py.integer(id))), owner.batch());
+        session.openStream(bidirectional, id -> loop.post(() -> answer(future,
+                () -> id < 0 ? Py.newRef(Py.None) : Py.integer(id))), loop.batch());
         return Py.newRef(future);
     }
 
     private MemorySegment awaitedFuture() {
-        MemorySegment future = owner.newFuture();
+        MemorySegment future = loop.newFuture();
         awaited.add(future);
         return future;
     }
 
     /** Resolves one of {@link #awaited} with a new reference to the value; nothing when the call ended meanwhile and released it. */
     private void answer(MemorySegment future, Supplier<MemorySegment> value) {
-        if (awaited.remove(future)) owner.resolve(future, value.get());
+        if (awaited.remove(future)) loop.resolve(future, value.get());
     }
 
     private MemorySegment sendDatagram(MemorySegment message, AsgiMessages m) {
         expect(State.ACCEPTED, "webtransport.datagram.send");
         if (closeCode >= 0) throw closed();
-        session.sendDatagram(bytes(message, m.data, "webtransport.datagram.send"), owner.batch());
-        return owner.completed();
+        session.sendDatagram(bytes(message, m.data, "webtransport.datagram.send"), loop.batch());
+        return loop.completed();
     }
 
     private MemorySegment close(MemorySegment message, AsgiMessages m) {
@@ -245,7 +245,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
                 int status = (int) integer(message, m.status, "webtransport.close", "status", 403);
                 if (status < 300 || status > 599) throw new PythonRaise(Py.ExcValueError, "a refusal's 'status' must be 300 to 599, not " + status);
                 state = State.CLOSED;
-                session.refuse(status, owner.batch());
+                session.refuse(status, loop.batch());
             }
             case ACCEPTED -> {
                 long code = integer(message, m.code, "webtransport.close", "code", 0);
@@ -261,11 +261,11 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
                     }
                 }
                 state = State.CLOSED;
-                if (closeCode < 0) session.close(code, reason, owner.batch());
+                if (closeCode < 0) session.close(code, reason, loop.batch());
             }
             case CLOSED -> expect(State.ACCEPTED, "webtransport.close");
         }
-        return owner.completed();
+        return loop.completed();
     }
 
     /** A non-negative int entry of a message, or {@code absent} when it is missing or None ({@code absent} -1: required). */
@@ -301,7 +301,7 @@ final class AsgiWebTransport extends AsgiCall implements WebTransportReceiver {
         if (state == State.CONNECTING && error == null && closeCode < 0) {
             LOG.error("ASGI application returned without accepting or refusing the WebTransport session");
         }
-        if (state != State.CLOSED) session.finish(error != null, owner.batch());
+        if (state != State.CLOSED) session.finish(error != null, loop.batch());
         state = State.CLOSED;
         for (Incoming event : incoming) release(event);
         incoming.clear();

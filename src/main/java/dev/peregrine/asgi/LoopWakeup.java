@@ -1,5 +1,7 @@
 package dev.peregrine.asgi;
 
+import io.netty.util.internal.PlatformDependent;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -9,8 +11,6 @@ import java.lang.invoke.VarHandle;
 import java.util.Queue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
-
-import io.netty.util.internal.PlatformDependent;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;

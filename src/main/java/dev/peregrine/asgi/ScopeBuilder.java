@@ -6,17 +6,15 @@ import dev.peregrine.http.PercentDecoder;
 import dev.peregrine.python.InternTable;
 import dev.peregrine.python.InternedStrings;
 import dev.peregrine.python.Py;
-
-import io.netty.util.NetUtil;
-
 import dev.peregrine.websocket.WebSocketConnection;
 import dev.peregrine.webtransport.WebTransportSession;
+import io.netty.util.NetUtil;
 
 import java.lang.foreign.MemorySegment;
-import java.util.Arrays;
-import java.util.List;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
 
 /**
  * Builds the ASGI HTTP scope of a request: a copy of a template holding what every scope shares,
