@@ -80,7 +80,8 @@ public final class AsgiApplication implements ServedApplication {
     public static void defineNatives(PythonInterpreter interpreter) {
         interpreter.define("asgi_wake", args -> {
             AsgiApplication self = onThisLoop();
-            self.loop.wake(self::runTask);
+            // A static method: the reference is made once, not on each wake-up of the loop.
+            self.loop.wake(AsgiApplication::runTask);
             return null;
         });
         interpreter.define("asgi_flush", args -> {
@@ -202,7 +203,7 @@ public final class AsgiApplication implements ServedApplication {
         if (thread != null) thread.join(timeoutMillis);
     }
 
-    private void runTask(Runnable task) {
+    private static void runTask(Runnable task) {
         try {
             task.run();
         } catch (PythonException e) {
