@@ -678,7 +678,7 @@ def machine_info(peregrine_version: str | None = None) -> dict:
         "os": _os_release(),
         "memory_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1),
         "loadavg_at_start": os.getloadavg(),
-        "wrk": " ".join(wrk[0].split()[:2]) if wrk else "unknown",
+        "wrk": "not installed" if not wrk or wrk[0].startswith("unavailable") else " ".join(wrk[0].split()[:2]),
         "peregrine": peregrine_version,
         "git_commit": _run_text(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
         "PEREGRINE_JAVA_OPTS": os.environ.get("PEREGRINE_JAVA_OPTS", ""),

@@ -132,6 +132,17 @@ async def close_with_code(scope, receive, send):
     stats["disconnects"].append([message["code"], message.get("reason", "")])
 
 
+async def burst_then_close(scope, receive, send):
+    """On a message 'n', sends the texts '0' to 'n-1' and closes with 4003 'burst done', all in one turn of
+    the loop (no send has to wait)."""
+    await expect_connect(receive)
+    await send({"type": "websocket.accept"})
+    n = int((await receive())["text"])
+    for i in range(n):
+        await send({"type": "websocket.send", "text": str(i)})
+    await send({"type": "websocket.close", "code": 4003, "reason": "burst done"})
+
+
 async def fail_after_accept(scope, receive, send):
     await expect_connect(receive)
     await send({"type": "websocket.accept"})
@@ -219,6 +230,7 @@ ROUTES = {
     "/deny": deny,
     "/reject": reject,
     "/close": close_with_code,
+    "/burst": burst_then_close,
     "/fail": fail_after_accept,
     "/return": return_without_close,
     "/slow": slow,

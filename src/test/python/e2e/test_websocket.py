@@ -483,6 +483,16 @@ def test_server_close_code_and_reason(start_server):
         assert poll(lambda: stats(server)["disconnects"]) == [[4001, ""]]
 
 
+def test_messages_and_close_of_one_turn_arrive_in_order(start_server):
+    # The first send of a turn can reach the I/O thread before the turn ends and the close after it.
+    server = start_server("raw_ws:app")
+    for n in (1, 2, 40):
+        with WsRaw(server.port, "/burst") as ws:
+            ws.send_text(str(n))
+            assert [ws.recv_data() for _ in range(n)] == [(TEXT, str(i).encode()) for i in range(n)]
+            assert ws.expect_close() == (4003, "burst done")
+
+
 @needs_websockets
 def test_close_codes_with_websockets_library(start_server):
     server = start_server("raw_ws:app")

@@ -90,11 +90,13 @@ final class AsgiLoop {
     }
 
     /**
-     * The batch for a part of a response, or null to hand it over at once. When the part ends the response,
-     * its call is the only one running and no other response waits in the batch, the flush would wake
-     * the I/O thread for this response alone: handing it over now costs the same one wake-up, and lets the
-     * I/O thread write while the application still unwinds (middleware, the end of its task) instead of a
-     * turn of the loop later. Otherwise it joins the batch, so that a busy turn still wakes the I/O thread once.
+     * The batch for a part of a response, or null to hand it over at once. When the part ends the response
+     * (or is a WebSocket message), its call is the only one running and nothing waits in the batch, the
+     * flush would wake the I/O thread for this part alone: handing it over now costs the same one wake-up,
+     * and lets the I/O thread write while the application still unwinds (middleware, the end of its task,
+     * its next {@code receive()}) instead of a turn of the loop later. Otherwise it joins the batch, so
+     * that a busy turn still wakes the I/O thread once. Whatever a call hands over later in the same turn
+     * goes after it, in the batch or at once, so its order holds.
      */
     WakeupBatch batchFor(boolean lastPart) {
         return lastPart && calls.size() == 1 && batch.isEmpty() ? null : batch;

@@ -187,7 +187,8 @@ final class AsgiWebSocket extends AsgiCall implements WebSocketReceiver {
         } else {
             throw new PythonRaise(Py.ExcValueError, "'websocket.send' needs 'bytes' or 'text'");
         }
-        connection.send(data, text, loop.batch());
+        // A message is whole: the client may be waiting for it, as for the last part of a response.
+        connection.send(data, text, loop.batchFor(true));
         return connection.writable() ? loop.completed() : waitUntilWritable(connection::whenWritable);
     }
 
