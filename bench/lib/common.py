@@ -313,6 +313,23 @@ def python_thread_wait_seconds(root: int) -> float | None:
     return total / 1e9 if found else None
 
 
+def jit_thread_seconds(root: int) -> tuple[float, int] | None:
+    """utime+stime of the JVMs' compiler threads in the tree ("C1 CompilerThre", "C2 CompilerThre"), and how many
+    processes have them (one per JVM); None for a server without a JIT."""
+    ticks, jvms = 0, set()
+    for pid, _, task, name in _tree_threads(root):
+        if not (name.startswith("C1 Compiler") or name.startswith("C2 Compiler")):
+            continue
+        try:
+            with open(f"{task}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        jvms.add(pid)
+        ticks += sum(int(x) for x in data[data.rindex(")") + 2:].split()[11:13])
+    return (ticks / CLK_TCK, len(jvms)) if jvms else None
+
+
 def thread_stats(root: int) -> dict[str, tuple[str, float, float]]:
     """{"pid/tid": (name, cpu seconds, seconds waiting for a core)} of every thread of the tree."""
     out = {}

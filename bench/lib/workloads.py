@@ -11,7 +11,8 @@ own port and from bench/workloads:
                             uvicorn --interface wsgi (its adapter runs 10 threads).
 
 Every server is first asked each test type once and its answer checked (status, Content-Type, shape); a server
-that answers one wrongly is not loaded on it. Each (server, test) is then warmed up (discarded), and the rounds
+that answers one wrongly is not loaded on it. A server with a JIT (Peregrine's JVMs) is loaded until its compiler
+threads go quiet (settle()). Each (server, test) is then warmed up (discarded), and the rounds
 follow: per test and connection count the servers take turns (A B C D A B C D ...), so that drift on the machine
 hits them alike. wrk -t1, medians over the rounds of req/s and p99, errors (socket errors and statuses >= 400),
 CPU of the server's process tree and of PostgreSQL's per request, peak RSS of the server's tree; the ratios of
@@ -62,6 +63,7 @@ class Server:
     error: str | None = None
     bad_tests: dict = field(default_factory=dict)   # test -> what was wrong with its answer
     results: dict = field(default_factory=dict)     # (test, conns) -> [per-round measurements]
+    settled: dict | None = None                      # how long its JIT took to settle (settle())
 
     @property
     def key(self) -> str:
@@ -100,6 +102,12 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3, help="rounds; the figures are the medians")
     p.add_argument("--duration", type=float, default=5, help="measured seconds of each load")
     p.add_argument("--warmup", type=float, default=3, help="seconds of discarded load per server and test")
+    # A JVM's JIT compiles the request path during the first 10 to 20 s of load (FastAPI /db on this machine: 1.2 s
+    # of compiler threads' CPU in the first 5 s, 0.5 s and 0.3 s in the next two, then about 1 % of a core), and
+    # with --workers 2 each worker compiles it again. A server runs for hours: the figures are its steady state.
+    p.add_argument("--settle", type=float, default=30,
+                   help="at most this many seconds of discarded load per server before the warm-ups, in loads of 2 s "
+                        "until the JIT compiler threads of each of its JVMs use under 2.5 %% of a core; 0 skips it")
     p.add_argument("--conns", default="64,256", help="comma-separated wrk connection counts")
     p.add_argument("--workers", default="1", help="comma-separated worker processes per server, each a phase of its own")
     p.add_argument("--apps", default=",".join(APPS), help="comma-separated applications among " + ", ".join(APPS))
@@ -121,7 +129,7 @@ def parse_args(argv):
     p.add_argument("--out", type=Path, default=c.RESULTS_DIR, help="directory for the JSON and Markdown results")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.duration, args.warmup = 1, 2, 1
+        args.rounds, args.duration, args.warmup, args.settle = 1, 2, 1, 0
         args.floor_duration = min(args.floor_duration, 1)
     args.conns = [int(x) for x in args.conns.split(",") if x.strip()]
     args.workers = [int(x) for x in args.workers.split(",") if x.strip()]
@@ -217,9 +225,39 @@ def measure(s: Server, test: str, conns: int, duration: float, args, pg: Postgre
     return m
 
 
+SETTLE_LOAD_S = 2
+SETTLED_CORE_SHARE = 0.025
+
+
+def settle(s: Server, test: str, args) -> None:
+    """Loads of SETTLE_LOAD_S on test until the compiler threads of each of the server's JVMs use under
+    SETTLED_CORE_SHARE of a core, at most args.settle seconds; nothing for a server without a JIT. The time it
+    took is kept with the server's results."""
+    if args.settle <= 0 or c.jit_thread_seconds(s.proc.pid) is None:
+        return
+    url, spent, jit_total, quiet = f"http://{c.HOST}:{s.port}{TESTS[test]}", 0.0, 0.0, False
+    while spent < args.settle and not quiet:
+        before = c.jit_thread_seconds(s.proc.pid) or (0.0, 1)
+        c.wrk_summary(url, args.conns[0], SETTLE_LOAD_S, args.timeout)
+        after = c.jit_thread_seconds(s.proc.pid) or (0.0, 1)
+        jit = after[0] - before[0]
+        spent, jit_total = spent + SETTLE_LOAD_S, jit_total + jit
+        quiet = jit < SETTLED_CORE_SHARE * SETTLE_LOAD_S * after[1]
+    s.settled = {"seconds": spent, "jit_cpu_s": round(jit_total, 2), "quiet": quiet}
+    c.log(f"bench: {s.key}: {spent:g} s of load on {test} to settle its JIT ({jit_total:.2f} s of compiler CPU"
+          f"{'' if quiet else ', still compiling at the limit'})")
+
+
 def run_phase(servers: list[Server], args, pg: Postgres, floor: PairedFloor | None = None) -> None:
     live = lambda s, test: not s.error and test not in s.bad_tests  # noqa: E731
     app = servers[0].app
+    for s in servers:
+        first = next((t for t in tests_of(app, args) if live(s, t)), None)
+        if first:
+            try:
+                settle(s, first, args)
+            except Exception as e:
+                c.log(f"bench: settling {s.key} failed: {e}")
     for test in tests_of(app, args):
         for s in servers:
             if live(s, test):
@@ -362,6 +400,12 @@ def floor_markdown(app: str, workers: int, group: list[Server], summary: dict, f
             "| --- | ---: | ---: | " + " | ".join("---:" for _ in group) + " |", *rows, ""]
 
 
+def settled_text(servers) -> str:
+    done = [s for s in servers if s.settled]
+    return ", ".join(f"{s.key} {s.settled['seconds']:g} s ({s.settled['jit_cpu_s']:g} s of compiler CPU"
+                     f"{'' if s.settled['quiet'] else ', not yet quiet'})" for s in done) or "none needed it"
+
+
 def markdown(servers, summary, ratio_rows, machine, args, complete, floors=None) -> str:
     workers_text = " and ".join(f"{w} worker{'s' if w > 1 else ''}" for w in args.workers)
     lines = [f"### TechEmpower test types with PostgreSQL, {workers_text} each ({machine['started']})", ""]
@@ -372,7 +416,9 @@ def markdown(servers, summary, ratio_rows, machine, args, complete, floors=None)
               + f"; {machine.get('postgres')}.", "",
               f"`wrk -t1 -c<N> -d{max(1, round(args.duration))}s --timeout {max(1, round(args.timeout))}s`, "
               f"{args.rounds} interleaved round{'s' if args.rounds > 1 else ''} after {args.warmup:g} s of warm-up per "
-              "server and test; medians over the rounds. Errors: socket errors plus responses >= 400 (median per load). "
+              "server and test" + (f", and before those, for a JVM, loads of {SETTLE_LOAD_S} s until its JIT settles "
+                                  f"(at most {args.settle:g} s): {settled_text(servers)}" if args.settle > 0 else "")
+              + "; medians over the rounds. Errors: socket errors plus responses >= 400 (median per load). "
               "CPU: user+system time of the server's process tree per request, and of PostgreSQL's (all its processes). "
               f"Peak RSS: the server's process tree, the largest over the rounds. WSGI: Peregrine `--wsgi-threads "
               f"{args.peregrine_wsgi_threads}`, gunicorn gthread `--threads {args.wsgi_threads}`, uvicorn's WSGI adapter "
@@ -489,7 +535,7 @@ def main(argv=None) -> int:
     md = markdown(servers, summary, ratio_rows, machine, args, complete, floors)
     result = {"machine": machine, "complete": complete,
               "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-              "servers": {s.key: {"command": s.command(args), "error": s.error, "bad_tests": s.bad_tests,
+              "servers": {s.key: {"command": s.command(args), "error": s.error, "bad_tests": s.bad_tests, "settled": s.settled,
                                   "rounds": {f"{t}@{n}": v for (t, n), v in s.results.items()}} for s in servers},
               "summary": summary, "ratios": ratio_rows, "floors": floors, "loadavg_at_end": list(os.getloadavg())}
     c.write_results(args.out, f"workloads-{stamp}", result, md, f"Server logs: {log_dir}")

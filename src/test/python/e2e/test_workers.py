@@ -180,11 +180,11 @@ def test_a_worker_crashing_inside_a_request_is_replaced(start_server):
         assert server.get("/").status_code == 200
 
 
-def test_a_segfault_in_a_c_extension_takes_down_only_its_worker(start_server):
+def test_a_segfault_in_a_c_extension_takes_down_only_its_worker(start_server, tmp_path):
     from conftest import APPS_DIR
 
     reports_before = set(APPS_DIR.glob("hs_err_pid*.log"))
-    server = start_server(TARGETS["wsgi"], "--workers", "2")
+    server = start_server(TARGETS["wsgi"], "--workers", "2", env={"TMPDIR": str(tmp_path)})
     before = set(wait_workers(server, 2))
     with server.raw() as c:
         c.send(b"GET /segfault HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -195,6 +195,8 @@ def test_a_segfault_in_a_c_extension_takes_down_only_its_worker(start_server):
         assert server.get("/").status_code == 200
     # the JVM's crash report goes to the temporary directory, not into the application's
     assert set(APPS_DIR.glob("hs_err_pid*.log")) == reports_before
+    reports = list(tmp_path.glob("peregrine-crash-*.log"))
+    assert len(reports) == 1 and "SIGSEGV" in reports[0].read_text(errors="replace")
 
 
 def test_an_application_that_cannot_import_stops_the_server_with_its_traceback(start_server):
