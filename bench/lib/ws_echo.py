@@ -81,9 +81,13 @@ def run_client(port: int, connections: int, seconds: float) -> float:
     return json.loads(out.stdout.strip().splitlines()[-1])["messages_per_second"]
 
 
+SHARE_CORE = "peregrine --share-core"
+
+
 def server_command(name: str, port: int) -> list[str]:
-    if name == "peregrine":
-        return [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(port), "--log-level", "warning", "ws_echo_app:app"]
+    if name.startswith("peregrine"):
+        return [str(c.PEREGRINE), "--venv", str(c.VENV), "--port", str(port), "--log-level", "warning",
+                *(["--share-core"] if name == SHARE_CORE else []), "ws_echo_app:app"]
     return [str(c.VENV / "bin" / "uvicorn"), "ws_echo_app:app", "--host", c.HOST, "--port", str(port), "--workers", "1",
             "--http", "httptools", "--loop", "uvloop", "--ws", "websockets", "--ws-per-message-deflate", "false",
             "--no-access-log", "--log-level", "warning"]
@@ -98,6 +102,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per connection count (default 5)")
     parser.add_argument("--conns", default="1,64,256", help="connection counts (default 1,64,256)")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 3 s")
+    parser.add_argument("--share-core", action="store_true",
+                        help="also a Peregrine with --share-core, in the same rounds (its two threads on one core at few connections)")
     args = parser.parse_args()
     if args.client:
         client_main(args)
@@ -110,7 +116,7 @@ def main() -> None:
     log_dir = c.RESULTS_DIR / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     servers = {}
-    for name in ("peregrine", "uvicorn"):
+    for name in ("peregrine", *([SHARE_CORE] if args.share_core else []), "uvicorn"):
         port = c.free_port()
         proc = c.Proc(name, server_command(name, port), cwd=c.APPS_DIR, env=c.child_env(),
                       log_path=log_dir / f"ws-echo-{name}.log")
@@ -137,10 +143,12 @@ def main() -> None:
         for name in servers:
             rates = results[name][n]
             lines.append(f"| {name} | {n} | {c.median(rates):,.0f} | {', '.join(f'{x:,.0f}' for x in rates)} |")
-    lines += ["", "| Conns | Peregrine / uvicorn |", "| ---: | ---: |"]
+    variants = [name for name in servers if name != "uvicorn"]
+    lines += ["", "| Conns | " + " | ".join(f"{v} / uvicorn" for v in variants) + " |",
+              "| ---: | " + " | ".join("---:" for _ in variants) + " |"]
     for n in conn_counts:
-        ratio = c.median(results["peregrine"][n]) / c.median(results["uvicorn"][n])
-        lines.append(f"| {n} | {ratio:.2f}x |")
+        ratios = [c.median(results[v][n]) / c.median(results["uvicorn"][n]) for v in variants]
+        lines.append(f"| {n} | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
     md = "\n".join(lines) + "\n\n" + c.machine_markdown(machine) + "\n"
     data = {"machine": machine, "seconds": args.seconds, "rounds": args.rounds,
             "results": {name: {str(n): v for n, v in per.items()} for name, per in results.items()}}

@@ -12,6 +12,10 @@ public interface ServedApplication extends Application {
     /** Starts the Python thread(s); returns once requests can be served, with a word for the startup line. */
     String start();
 
+    /** Runs {@code hook} first thing on each thread that will run the application; called before {@link #start()}. */
+    default void onApplicationThreadStart(Runnable hook) {
+    }
+
     /** Where WebSocket upgrades go, or null when the application cannot take them (they get 501). */
     default WebSocketApplication webSockets() {
         return null;

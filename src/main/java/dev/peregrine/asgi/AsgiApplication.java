@@ -45,6 +45,7 @@ public final class AsgiApplication implements ServedApplication {
     private final PythonInterpreter interpreter;
     private final RequestMetrics metrics;
     private Thread thread;
+    private Runnable threadStartHook = () -> { };
     /** Set before the loop's thread starts, which reads it (see {@link #start(MemorySegment)}). */
     private MemorySegment sharedState;
     /** "python", or "python-N" for the worker threads of a free-threaded process. */
@@ -162,7 +163,13 @@ public final class AsgiApplication implements ServedApplication {
         }
     }
 
+    @Override
+    public void onApplicationThreadStart(Runnable hook) {
+        threadStartHook = hook;
+    }
+
     private void pythonMain() {
+        threadStartHook.run();
         int gil = PythonInterpreter.acquire();
         try (PyRef fd = PyRef.own(Py.integer(loop.fd()));
              PyRef useUvloop = PyRef.own(Py.bool(uvloop));

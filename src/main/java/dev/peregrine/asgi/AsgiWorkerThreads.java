@@ -61,6 +61,11 @@ public final class AsgiWorkerThreads implements ServedApplication {
 
     /** Launches every loop at once (lifespan startups may wait on the network), then waits for each. */
     @Override
+    public void onApplicationThreadStart(Runnable hook) {
+        for (AsgiApplication loop : loops) loop.onApplicationThreadStart(hook);
+    }
+
+    @Override
     public String start() {
         MemorySegment shared = null;
         List<AsgiApplication> rest = loops;

@@ -250,6 +250,8 @@ public final class CommandLineSettings {
                 default -> throw new ConfigException("invalid value for option '--lifespan-scope': '" + c.lifespanScope + "' (expected worker or process)");
             }
         }
+        // Each worker process would hold its threads to the core its I/O thread happens to be on, and two could pick one.
+        if (on(c.shareCore) && c.workers != 1) throw new ConfigException("--share-core needs a single worker (--workers 1)");
         return new WorkerSettings(count,
                 // --workers 0 asks for a supervisor even on a machine with one CPU, so that SIGHUP works there too.
                 // Free-threaded workers get one too, for the same reasons: a module cannot be imported afresh
@@ -257,7 +259,7 @@ public final class CommandLineSettings {
                 // supervisor keeps the PID the init system knows while one process takes over from another.
                 c.workers != 1 || on(c.reload),
                 range("--drain-delay", c.drainDelay, 0, Long.MAX_VALUE),
-                on(c.reload), freeThreaded, processLifespan);
+                on(c.reload), freeThreaded, processLifespan, on(c.shareCore));
     }
 
     private static int workerCount(int asked) {

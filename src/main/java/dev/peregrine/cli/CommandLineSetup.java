@@ -23,7 +23,7 @@ public final class CommandLineSetup {
         GROUPS.put("Application", List.of("--protocol", "--factory", "--root-path", "--scheme", "--wsgi-threads", "--no-lifespan", "--no-uvloop"));
         GROUPS.put("Python", List.of("--venv", "--no-auto-venv", "--python-path", "--python-home", "--no-gc-freeze", "--free-threaded", "--lifespan-scope"));
         GROUPS.put("Limits and timeouts", List.of("--max-body", "--max-header-size", "--keep-alive", "--request-timeout"));
-        GROUPS.put("Workers and lifecycle", List.of("--workers", "--graceful-timeout", "--drain-delay", "--reload"));
+        GROUPS.put("Workers and lifecycle", List.of("--workers", "--graceful-timeout", "--drain-delay", "--reload", "--share-core"));
         GROUPS.put("Protocols", List.of("--no-http2", "--http2-only", "--http3", "--quic-port", "--no-websockets", "--ws-max-message",
                 "--ws-ping-interval", "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress"));
         GROUPS.put("TLS", List.of("--tls-cert", "--tls-key", "--tls-ciphers", "--ktls", "--acme-domain", "--acme-email", "--acme-cache",

@@ -71,6 +71,7 @@ public class PeregrineCommand implements Callable<Integer> {
     @Option(names = "--graceful-timeout", defaultValue = "10000", paramLabel = "MS", description = "Time in-flight requests get on shutdown (default ${DEFAULT-VALUE}).") public Long gracefulTimeout;
     @Option(names = "--drain-delay", defaultValue = "0", paramLabel = "MS", description = "On SIGTERM, fail the health check and keep serving for MS first.") public Long drainDelay;
     @Option(names = "--reload", description = "Restart workers when source files change.") public Boolean reload;
+    @Option(names = "--share-core", description = "With one worker and one application thread, hold the I/O thread and the application's thread to one core while they serve one or two connections: faster exchanges one at a time on virtual machines, but threads the application starts meanwhile keep that one core.") public Boolean shareCore;
 
     // Protocols
     @Option(names = "--no-http2", description = "Refuse HTTP/2 and answer HTTP/1.1 only.") public Boolean noHttp2;

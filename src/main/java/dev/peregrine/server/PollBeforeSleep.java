@@ -36,17 +36,27 @@ final class PollBeforeSleep implements SelectStrategy {
      * back in batches, one wake-up for many, and a poll would take a core from the other workers' Python
      * threads (or the load generator, here): at 64 connections on FastAPI's hello-world it cost up to 30 %.
      */
-    private static final int MAX_CHANNELS = 2;
+    static final int MAX_CHANNELS = 2;
 
-    static final SelectStrategyFactory FACTORY = PollBeforeSleep::new;
+    /** The strategy of each I/O thread; {@code cores}, when not null, looks at each turn whether the threads share a core. */
+    static SelectStrategyFactory factory(CoreSharing cores) {
+        return () -> new PollBeforeSleep(cores);
+    }
+
+    private final CoreSharing cores;
 
     private SingleThreadEventLoop self;
     /** Recent polls that found work count up, those that did not halve it. */
     private int score = MAX_SCORE;
     private int sleepsSinceProbe;
 
+    private PollBeforeSleep(CoreSharing cores) {
+        this.cores = cores;
+    }
+
     @Override
     public int calculateStrategy(IntSupplier selectSupplier, boolean hasTasks) throws Exception {
+        if (cores != null) cores.update();
         if (hasTasks) return selectSupplier.get();
         if (self == null) {
             if (!(ThreadExecutorMap.currentExecutor() instanceof SingleThreadEventLoop loop)) return SELECT;

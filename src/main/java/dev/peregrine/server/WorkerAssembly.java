@@ -187,6 +187,9 @@ public final class WorkerAssembly {
         }
 
         long imported = System.nanoTime();
+        Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
+        CoreSharing cores = CoreSharing.forSingleWorker(settings.workers().shareCore() && settings.workers().processes() == 1, connections);
+        if (cores != null) application.onApplicationThreadStart(cores::adoptCurrentThread);
         String flavour;
         startingApplication.run();
         try {
@@ -198,13 +201,12 @@ public final class WorkerAssembly {
         long applicationStarted = System.nanoTime();
         if (settings.python().gcFreeze()) PythonInterpreter.freezeStartupObjects();
 
-        Connections connections = new Connections(settings.listen().maxConnections(), metrics.recorder());
         HttpSettings http = httpSettings(settings);
         boolean epoll = Epoll.isAvailable();
         EventLoopGroup acceptors = epoll ? new EpollEventLoopGroup(1) : new NioEventLoopGroup(1);
         // One I/O thread per worker: in a free-threaded process, the worker threads share the I/O threads.
         int ioThreads = settings.workers().freeThreaded() ? settings.workers().workers() : 1;
-        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(ioThreads, PollBeforeSleep.FACTORY) : new NioEventLoopGroup(ioThreads);
+        EventLoopGroup workers = epoll ? new EpollEventLoopGroup(ioThreads, PollBeforeSleep.factory(ioThreads == 1 ? cores : null)) : new NioEventLoopGroup(ioThreads);
         undo.push(() -> {
             acceptors.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
             workers.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);

@@ -51,6 +51,7 @@ public final class WsgiApplication implements ServedApplication {
     private final BlockingQueue<WsgiRequest> queue = new LinkedBlockingQueue<>();
     private final ThreadLocal<WsgiRequest> current = new ThreadLocal<>();
     private final List<Thread> workers = new ArrayList<>();
+    private Runnable threadStartHook = () -> { };
     private final RequestMetrics metrics;
     /** One instance for every request rather than a method reference made per request. */
     private final Consumer<WsgiRequest> enqueue = this::enqueue;
@@ -124,6 +125,11 @@ public final class WsgiApplication implements ServedApplication {
     }
 
     @Override
+    public void onApplicationThreadStart(Runnable hook) {
+        threadStartHook = hook;
+    }
+
+    @Override
     public String start() {
         watchdog.start();
         for (int i = 1; i <= threads; i++) {
@@ -173,6 +179,7 @@ public final class WsgiApplication implements ServedApplication {
     }
 
     private void serve(EnvironBuilder environs) {
+        threadStartHook.run();
         PythonInterpreter.pinThreadState();
         // Finished responses go to the I/O threads without waking them, which costs this thread a system
         // call each (about 8 µs on these virtual machines, 12 % of a Flask request): the batch wakes

@@ -36,7 +36,7 @@ class HelpAndVersionTest {
             "--log-level", "--version");
 
     /** Options beyond the spec's Usage, each described in README.md and docs/: what going further added. */
-    static final List<String> BEYOND_SPEC = List.of("--no-gc-freeze", "--shared-store", "--shared-store-timeout", "--shared-store-ca");
+    static final List<String> BEYOND_SPEC = List.of("--no-gc-freeze", "--share-core", "--shared-store", "--shared-store-timeout", "--shared-store-ca");
 
     static final List<String> GROUP_HEADINGS = List.of(
             "Listening", "Application", "Python", "Limits and timeouts", "Workers and lifecycle", "Protocols", "TLS",
@@ -113,6 +113,7 @@ class HelpAndVersionTest {
         expected.put("--request-timeout", "Limits and timeouts");
         expected.put("--workers", "Workers and lifecycle");
         expected.put("--graceful-timeout", "Workers and lifecycle");
+        expected.put("--share-core", "Workers and lifecycle");
         expected.put("--http3", "Protocols");
         expected.put("--ws-compress", "Protocols");
         expected.put("--tls-cert", "TLS");

@@ -101,7 +101,7 @@ class ServerSettingsTest {
     void optionsAreCarriedThrough() {
         ServerSettings s = Cli.settings("--host", "0.0.0.0", "--port", "0", "--unix", "/tmp/p.sock", "--backlog", "10",
                 "--max-connections", "7", "--protocol", "wsgi", "--factory", "--root-path", "/api", "--scheme", "https",
-                "--wsgi-threads", "8", "--no-lifespan", "--no-uvloop", "--no-gc-freeze", "--venv", "/v", "--no-auto-venv",
+                "--wsgi-threads", "8", "--no-lifespan", "--no-uvloop", "--no-gc-freeze", "--share-core", "--venv", "/v", "--no-auto-venv",
                 "--python-path", "/a", "--python-path", "/b", "--max-body", "0", "--max-header-size", "256",
                 "--keep-alive", "0", "--request-timeout", "1", "--graceful-timeout", "2", "--no-websockets",
                 "--access-log", "--log-level", "debug", "project.wsgi:application");
@@ -123,6 +123,7 @@ class ServerSettingsTest {
                 () -> assertFalse(s.python().autoVenv()),
                 () -> assertEquals(List.of(Path.of("/a"), Path.of("/b")), s.python().pythonPath()),
                 () -> assertFalse(s.python().gcFreeze()),
+                () -> assertTrue(s.workers().shareCore()),
                 () -> assertEquals(0, s.limits().maxBody()),
                 () -> assertEquals(256, s.limits().maxHeaderSize()),
                 () -> assertEquals(0, s.limits().keepAliveMillis()),
@@ -187,6 +188,17 @@ class ServerSettingsTest {
         args.add("main:app");
         ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
         assertTrue(e.getMessage().contains(named), e.getMessage());
+    }
+
+    @ParameterizedTest
+    @CsvSource({"'--workers 2'", "'--workers 0'", "'--free-threaded --workers 4'"})
+    void shareCoreNeedsASingleWorker(String argLine) {
+        assertFalse(Cli.settings("main:app").workers().shareCore());
+        assertTrue(Cli.settings("--share-core", "--reload", "main:app").workers().shareCore());
+        List<String> args = new ArrayList<>(List.of(Cli.args(argLine)));
+        args.addAll(List.of("--share-core", "main:app"));
+        ConfigException e = assertThrows(ConfigException.class, () -> Cli.settings(args.toArray(String[]::new)));
+        assertTrue(e.getMessage().contains("--share-core"), e.getMessage());
     }
 
     // ---- 8. TLS and HTTP/2 options
@@ -275,7 +287,7 @@ class ServerSettingsTest {
             "--max-body", "--max-header-size", "--keep-alive", "--request-timeout", "--graceful-timeout", "--no-http2",
             "--no-websockets", "--access-log", "--log-level", "--help", "--version", "--metrics-port", "--metrics-host",
             "--forwarded-allow-ips", "--access-log-format", "--request-id", "--request-start-header", "--trace-context",
-            "--workers", "--free-threaded", "--lifespan-scope", "--drain-delay", "--reload", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
+            "--workers", "--free-threaded", "--lifespan-scope", "--drain-delay", "--reload", "--share-core", "--health-check-path", "--ws-max-message", "--ws-ping-interval",
             "--ws-ping-timeout", "--ws-max-queue", "--ws-max-queue-bytes", "--ws-compress",
             "--tls-cert", "--tls-key", "--tls-ciphers", "--http2-only", "--redirect-http", "--hsts", "--http3", "--quic-port",
             "--static-dir", "--compress-static", "--compress", "--compress-min-size", "--rate-limit", "--rate-limit-burst", "--cache-size", "--cache-max-object", "--cache-ttl-max", "--acme-domain", "--acme-email", "--acme-cache", "--acme-staging", "--acme-directory", "--acme-ca-bundle",
