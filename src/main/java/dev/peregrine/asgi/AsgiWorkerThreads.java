@@ -59,12 +59,12 @@ public final class AsgiWorkerThreads implements ServedApplication {
         for (AsgiApplication loop : loops) loop.prepare();
     }
 
-    /** Launches every loop at once (lifespan startups may wait on the network), then waits for each. */
     @Override
     public void onApplicationThreadStart(Runnable hook) {
         for (AsgiApplication loop : loops) loop.onApplicationThreadStart(hook);
     }
 
+    /** Launches every loop at once (lifespan startups may wait on the network), then waits for each. */
     @Override
     public String start() {
         MemorySegment shared = null;

@@ -18,8 +18,8 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * Keeps the I/O thread and the application's thread on one core while the I/O thread serves one or two
- * connections, and gives both back the cores they had once it serves more.
+ * Keeps the I/O thread and the application's thread on one core while the worker has one or two
+ * connections open, and gives both back the cores they had once it has more, or none.
  *
  * <p>Why: with a connection or two, a request or a WebSocket message goes from the I/O thread to the
  * application's thread and back, one after the other, and nothing runs in parallel. On two cores each
